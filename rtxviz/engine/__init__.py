@@ -1,0 +1,21 @@
+"""The autograd engine: tensors, devices, Variables, the tape, ops and the backward walk."""
+
+from __future__ import annotations
+
+from . import ops  # noqa: F401 - attaches op methods to Tensor
+from .backward import grad, run_backward
+from .device import Device, cuda_is_available
+from .errors import DeviceError, DimError, DTypeError, GraphError, RtxvizError, ShapeError
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .graph import AutogradTape, BackwardContext, BackwardFunction, Op, TapeNode, apply, record_operation
+from .hooks import EngineHook, add_hook, remove_hook
+from .random import manual_seed
+from .tensor import Tensor
+from .variable import Variable
+
+__all__ = [
+    "AutogradTape", "BackwardContext", "BackwardFunction", "Device", "DeviceError", "DimError", "DTypeError",
+    "EngineHook", "GraphError", "Op", "RtxvizError", "ShapeError", "TapeNode", "Tensor", "Variable", "add_hook",
+    "apply", "cuda_is_available", "enable_grad", "grad", "is_grad_enabled", "manual_seed", "no_grad",
+    "record_operation", "remove_hook", "run_backward", "set_grad_enabled",
+]

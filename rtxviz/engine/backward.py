@@ -1,0 +1,245 @@
+"""The reverse walk: topological order, accumulation, leaf gradients, freeing, create_graph.
+
+Iterative throughout (a 100,000-op chain needs no recursion). Each node runs once, after every consumer
+has sent it its gradient; gradients that meet at a node are summed there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import hooks as _hooks
+from .errors import GraphError
+from .grad_mode import STATE
+from .graph import TapeNode
+from .variable import Variable
+
+
+def _initial_grad(root: Variable, grad: Any) -> Variable:
+    from .variable import as_tensor_like
+
+    if grad is None:
+        if root.data.size != 1:
+            raise GraphError(
+                f"backward: grad_output can be omitted only for a one-element output; this output has shape "
+                f"{root.shape}. Pass grad_output of that shape (e.g. Tensor.ones({list(root.shape)}))"
+            )
+        xp = root.xp
+        return Variable._wrap(xp.ones(root.data.shape, dtype=root.data.dtype), None)
+    g = as_tensor_like(grad, root)
+    if g.shape != root.shape:
+        raise GraphError(f"backward: grad_output has shape {g.shape}, but the output has shape {root.shape}")
+    if g.dtype != root.dtype:
+        raise GraphError(f"backward: grad_output has dtype {g.dtype}, but the output has dtype {root.dtype}")
+    if type(g.data) is not type(root.data):
+        raise GraphError(f"backward: grad_output is on {g.device}, but the output is on {root.device}")
+    return g if isinstance(g, Variable) else Variable._wrap(g.data, None)
+
+
+def _toposort(roots: Sequence[TapeNode]) -> list[TapeNode]:
+    """Reverse post-order of an iterative DFS from every root: consumers before producers."""
+    visited: set[int] = set()
+    order: list[TapeNode] = []
+    stack: list[Any] = [(r, False) for r in reversed(roots)]
+    add = visited.add
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        nid = id(node)
+        if nid in visited:
+            continue
+        add(nid)
+        stack.append((node, True))
+        for e in node.next:
+            if e.__class__ is TapeNode and id(e) not in visited:
+                stack.append((e, False))
+    order.reverse()
+    return order
+
+
+def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
+    if prev is None:
+        return new
+    if create_graph:
+        return prev + new
+    return Variable._wrap(prev.data + new.data, None)
+
+
+def run_backward(
+    outputs: Sequence[Variable],
+    grad_outputs: Sequence[Any],
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Sequence[Variable] | None = None,
+    allow_unused: bool = False,
+) -> list[Any] | None:
+    """Backpropagate from `outputs`. Without `inputs`, accumulate into every reachable leaf's `.grad`;
+    with `inputs`, return their gradients instead (as `rtxviz.grad`) and touch no `.grad`."""
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots: list[TapeNode] = []
+    grads: dict[int, Any] = {}
+    leaf_grads: dict[int, list] = {}
+    for out, g in zip(outputs, grad_outputs, strict=True):
+        if not isinstance(out, Variable) or not out.requires_grad:
+            raise GraphError(
+                "backward: this value does not require grad and has no recorded op; make its inputs "
+                "Variables with requires_grad=True (and check it was not computed under no_grad)"
+            )
+        g0 = _initial_grad(out, g)
+        if out._node is None:  # a leaf: its gradient is the seed itself
+            entry = leaf_grads.get(id(out))
+            leaf_grads[id(out)] = [out, g0 if entry is None else _accumulate(entry[1], g0, create_graph)]
+            continue
+        roots.append(out._node)
+        key = id(out._node)
+        grads[key] = _accumulate(grads.get(key), g0, create_graph)
+
+    wanted_nodes: dict[int, int] = {}
+    wanted_leaves: dict[int, int] = {}
+    if inputs is not None:
+        for i, v in enumerate(inputs):
+            if not isinstance(v, Variable) or not v.requires_grad:
+                raise GraphError(f"grad: input {i} does not require grad")
+            if v._node is None:
+                wanted_leaves[id(v)] = i
+            else:
+                wanted_nodes[id(v._node)] = i
+    results: list[Any] = [None] * (len(inputs) if inputs is not None else 0)
+
+    order = _toposort(roots)
+    must_run: set[int] = set()
+    if inputs is not None:
+        order, must_run = _prune(order, wanted_nodes, wanted_leaves)
+    hooks = _hooks.ACTIVE
+    if hooks:
+        for h in hooks:
+            h.backward_begin(list(outputs), create_graph)
+    prev_mode = STATE.enabled
+    STATE.enabled = create_graph
+    try:
+        for node in order:
+            key = id(node)
+            g = grads.pop(key, None)
+            if g is None:
+                continue
+            if node.pre_hooks:
+                for fn in list(node.pre_hooks):
+                    replaced = fn(g)
+                    if replaced is not None:
+                        g = replaced
+            if inputs is not None and key in wanted_nodes:
+                results[wanted_nodes[key]] = g
+            if inputs is not None and key not in must_run:
+                continue
+            if node.freed:
+                raise GraphError(
+                    f"backward: trying to go through the graph a second time at node #{node.id} "
+                    f"({node.op.name}); its saved tensors were freed after the first backward. Pass "
+                    "retain_graph=True to the first backward if you need to backward twice."
+                )
+            if hooks:
+                for h in hooks:
+                    h.backward_preprocess(node, g)
+            in_grads = node.op.backward(node, g)
+            if hooks:
+                for h in hooks:
+                    h.backward_postprocess(node, g, in_grads)
+            if not retain_graph:
+                node.release()
+                if node.op.__class__.__name__ == "_UserOp":
+                    node.op.release()
+            for e, gi in zip(node.next, in_grads, strict=False):
+                if e is None or gi is None:
+                    continue
+                if e.__class__ is TapeNode:
+                    ek = id(e)
+                    grads[ek] = _accumulate(grads.get(ek), gi, create_graph)
+                else:
+                    entry = leaf_grads.get(id(e))
+                    if entry is None:
+                        leaf_grads[id(e)] = [e, gi]
+                    else:
+                        entry[1] = _accumulate(entry[1], gi, create_graph)
+    finally:
+        STATE.enabled = prev_mode
+
+    for leaf, g in leaf_grads.values():
+        if leaf._hooks:
+            for fn in list(leaf._hooks):
+                replaced = fn(g)
+                if replaced is not None:
+                    g = replaced
+        if inputs is not None:
+            idx = wanted_leaves.get(id(leaf))
+            if idx is not None:
+                results[idx] = g
+            continue
+        if not create_graph and not g.data.flags.writeable:
+            g = Variable._wrap(g.data.copy(), None)  # broadcast views are read-only: own the gradient
+        if g.data.dtype != leaf.data.dtype:
+            g = Variable._wrap(g.data.astype(leaf.data.dtype), None)
+        leaf.grad = g if leaf.grad is None else _accumulate(leaf.grad, g, create_graph)
+        if hooks:
+            for h in hooks:
+                h.leaf_grad(leaf, leaf.grad)
+    if hooks:
+        for h in hooks:
+            h.backward_end()
+    if inputs is None:
+        return None
+    for i, r in enumerate(results):
+        if r is None and not allow_unused:
+            raise GraphError(
+                f"grad: input {i} was not used to compute the outputs (pass allow_unused=True to get None)"
+            )
+    return results
+
+
+def _prune(order: list[TapeNode], wanted_nodes: dict, wanted_leaves: dict) -> tuple[list[TapeNode], set[int]]:
+    """Keep the nodes on a path to a wanted input; also say which of them must run their backward (those
+    that feed a wanted input below them, as opposed to wanted intermediates that only collect)."""
+    useful: set[int] = set()
+    run: set[int] = set()
+    for node in reversed(order):  # producers first
+        feeds = False
+        for e in node.next:
+            if e is not None and ((e.__class__ is TapeNode and id(e) in useful) or id(e) in wanted_leaves):
+                feeds = True
+                break
+        if feeds:
+            run.add(id(node))
+        if feeds or id(node) in wanted_nodes:
+            useful.add(id(node))
+    return [n for n in order if id(n) in useful], run
+
+
+def grad(
+    outputs: Variable | Sequence[Variable],
+    inputs: Variable | Sequence[Variable],
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = False,
+) -> tuple[Any, ...]:
+    """The gradients of `outputs` with respect to `inputs`, as `torch.autograd.grad`; `.grad` is untouched.
+
+    >>> from rtxviz import Variable, Tensor
+    >>> x = Variable.from_tensor(Tensor.from_slice([3.0], [1], dtype="float64"))
+    >>> (g,) = grad((x * x * x).sum(), x, create_graph=True)
+    >>> (g2,) = grad(g.sum(), x)
+    >>> g.tolist(), g2.tolist()
+    ([27.0], [18.0])
+    """
+    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Variable) else list(inputs)
+    if grad_outputs is None:
+        gouts = [None] * len(outs)
+    elif isinstance(grad_outputs, list | tuple):
+        gouts = list(grad_outputs)
+    else:
+        gouts = [grad_outputs]
+    return tuple(run_backward(outs, gouts, retain_graph, create_graph, ins, allow_unused))

@@ -1,0 +1,153 @@
+"""Devices and the array-module seam: every kernel asks `xp_of(array)` for numpy or cupy.
+
+cupy is imported lazily, the first time a CUDA device is asked for, so `import rtxviz` never touches a GPU.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .errors import DeviceError
+
+_cupy: ModuleType | None = None
+_cupy_error: str | None = None
+
+
+def _import_cupy() -> ModuleType:
+    """Import cupy once; raise a DeviceError that says why when it cannot be used."""
+    global _cupy, _cupy_error
+    if _cupy is not None:
+        return _cupy
+    if _cupy_error is not None:
+        raise DeviceError(_cupy_error)
+    try:
+        import cupy  # noqa: PLC0415 - lazy on purpose
+    except Exception as exc:  # ImportError, or a broken CUDA install
+        _cupy_error = (
+            f"Device.cuda: cupy is not importable ({type(exc).__name__}: {exc}); "
+            "install it with `pip install rtxviz[cuda]` on a machine with an NVIDIA GPU"
+        )
+        raise DeviceError(_cupy_error) from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # cupy imports without a GPU, then fails on the first CUDA call
+        _cupy_error = f"Device.cuda: cupy is installed but no CUDA GPU is usable ({exc})"
+        raise DeviceError(_cupy_error) from None
+    if count < 1:
+        _cupy_error = "Device.cuda: cupy is installed but no CUDA GPU is present"
+        raise DeviceError(_cupy_error)
+    _cupy = cupy
+    return cupy
+
+
+def cuda_is_available() -> bool:
+    """True when cupy imports and at least one GPU answers. Never allocates.
+
+    >>> isinstance(cuda_is_available(), bool)
+    True
+    """
+    try:
+        _import_cupy()
+    except DeviceError:
+        return False
+    return True
+
+
+class Device:
+    """Where a tensor lives: `Device.cpu()` (numpy) or `Device.cuda(index)` (cupy).
+
+    >>> Device.cpu()
+    Device('cpu')
+    >>> Device.cpu() == Device('cpu')
+    True
+    """
+
+    __slots__ = ("kind", "index")
+
+    def __init__(self, spec: str | Device = "cpu", index: int | None = None) -> None:
+        if isinstance(spec, Device):
+            self.kind, self.index = spec.kind, spec.index
+            return
+        kind, _, idx = str(spec).partition(":")
+        if kind not in ("cpu", "cuda"):
+            raise DeviceError(f"Device: unknown device {spec!r}; use 'cpu' or 'cuda[:index]'")
+        if kind == "cpu":
+            self.kind, self.index = "cpu", None
+            return
+        self.kind = "cuda"
+        self.index = int(idx) if idx else (index if index is not None else 0)
+
+    @staticmethod
+    def cpu() -> Device:
+        return CPU
+
+    @staticmethod
+    def cuda(index: int = 0) -> Device:
+        """The CUDA device `index`; raises DeviceError when cupy or a GPU is missing."""
+        cupy = _import_cupy()
+        count = cupy.cuda.runtime.getDeviceCount()
+        if not 0 <= index < count:
+            raise DeviceError(f"Device.cuda: index {index} out of range, {count} GPU(s) present")
+        return Device("cuda", index)
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module of this device: numpy or cupy."""
+        return np if self.kind == "cpu" else _import_cupy()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = Device(other)
+        return isinstance(other, Device) and self.kind == other.kind and self.index == other.index
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.index))
+
+    def __str__(self) -> str:
+        return "cpu" if self.kind == "cpu" else f"cuda:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"Device({str(self)!r})"
+
+
+CPU = Device("cpu")
+_cuda_devices: dict[int, Device] = {}
+
+
+def device_of(array: Any) -> Device:
+    """The Device an ndarray lives on."""
+    if type(array) is np.ndarray:
+        return CPU
+    dev_id = array.device.id
+    dev = _cuda_devices.get(dev_id)
+    if dev is None:
+        dev = _cuda_devices[dev_id] = Device("cuda", dev_id)
+    return dev
+
+
+def xp_of(array: Any) -> ModuleType:
+    """numpy for numpy arrays, cupy for cupy arrays: the one seam every kernel goes through."""
+    if type(array) is np.ndarray:
+        return np
+    return _import_cupy()
+
+
+def to_device(array: Any, device: Device) -> Any:
+    """Copy an array to `device` (no copy when it is already there)."""
+    if device.kind == "cpu":
+        return array if type(array) is np.ndarray else array.get()
+    cupy = _import_cupy()
+    with cupy.cuda.Device(device.index):
+        return cupy.asarray(array)
+
+
+def as_device(device: Device | str | None) -> Device:
+    if device is None:
+        return CPU
+    if isinstance(device, Device):
+        return device
+    dev = Device(device)
+    return Device.cuda(dev.index) if dev.kind == "cuda" else CPU

@@ -1,0 +1,41 @@
+"""The dtypes rtxviz supports: float32 (default), float64, and int64 for indices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import DTypeError
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(np.bool_)
+
+DEFAULT_FLOAT = float32
+SUPPORTED = (float32, float64, int64, bool_)
+_BY_NAME = {"float32": float32, "float64": float64, "int64": int64, "bool": bool_, "float": float32,
+            "double": float64, "long": int64}
+
+
+def as_dtype(dtype: Any, where: str = "dtype") -> np.dtype:
+    """Normalise a dtype spec ('float32', np.float64, ...) to a supported numpy dtype."""
+    if dtype is None:
+        return DEFAULT_FLOAT
+    if isinstance(dtype, str):
+        found = _BY_NAME.get(dtype)
+        if found is None:
+            raise DTypeError(f"{where}: unsupported dtype {dtype!r}; use one of float32, float64, int64, bool")
+        return found
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(f"{where}: {dtype!r} is not a dtype") from None
+    if dt not in SUPPORTED:
+        raise DTypeError(f"{where}: unsupported dtype {dt}; use one of float32, float64, int64, bool")
+    return dt
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return dtype == float32 or dtype == float64

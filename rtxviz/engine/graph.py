@@ -1,0 +1,508 @@
+"""The recorded graph: TapeNode, the Op base class, `apply`, user-defined BackwardFunctions and AutogradTape.
+
+Every op is single-output, so a TapeNode *is* the identity of the value it produced: its `next` tuple holds,
+per input, the input's TapeNode (non-leaf), the input Variable itself (a leaf that requires grad), or None.
+Nodes keep only what their backward rule needs (saved inputs and/or output), and drop it after backward
+unless `retain_graph=True`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import hooks as _hooks
+from .device import device_of
+from .errors import DeviceError, DTypeError, GraphError, RtxvizError, ShapeError
+from .grad_mode import STATE
+from .tensor import Tensor
+
+_NO_ATTRS: dict = {}
+_node_ids = itertools.count(1)
+
+
+class Op:
+    """One differentiable operation: its forward on raw arrays, its backward in differentiable ops, its rule.
+
+    Subclasses set `name`, `rule` (one line for learners, e.g. ``dA = dC @ Bᵀ``), `save_inputs` /
+    `save_output` (what backward reads: ``ctx.saved_inputs`` / ``ctx.output``), and implement
+    ``forward(ctx, *arrays) -> array`` and ``backward(ctx, grad) -> tuple`` (one gradient or None per input).
+    Backward is written with Tensor/Variable methods, so with ``create_graph=True`` it records a graph
+    of its own and higher derivatives come for free.
+    """
+
+    name = "op"
+    rule = ""
+    save_inputs = False
+    save_output = False
+
+    @staticmethod
+    def forward(ctx: TapeNode, *arrays: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: TapeNode, grad: Any) -> tuple:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class TapeNode:
+    """A recorded operation: the public view of one entry of the tape.
+
+    Attributes: `op` (its Op class, or a BackwardFunction), `name`, `next` (edges to the inputs), `attrs`
+    (the op's non-tensor arguments), `module_path` (the module that ran it), `id` (unique, increasing).
+    """
+
+    __slots__ = ("op", "next", "inputs", "out_data", "attrs", "state", "module_path", "freed", "id",
+                 "out_meta", "pre_hooks", "tag", "__weakref__")
+
+    # -- what backward rules read ---------------------------------------------------------------------
+    @property
+    def saved_inputs(self) -> tuple:
+        if self.freed:
+            raise _freed_error(self)
+        return self.inputs
+
+    @property
+    def output(self) -> Any:
+        """The op's output as a Variable connected to this node (rebuilt: nodes never hold their output)."""
+        from .variable import Variable
+
+        if self.freed:
+            raise _freed_error(self)
+        return Variable._wrap(self.out_data, self)
+
+    @property
+    def needs_input_grad(self) -> tuple[bool, ...]:
+        return tuple(e is not None for e in self.next)
+
+    # -- the public view --------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def rule(self) -> str:
+        return self.op.rule
+
+    @property
+    def input_nodes(self) -> tuple:
+        """Per input: its TapeNode, the leaf Variable, or None (an input that needs no gradient)."""
+        return self.next
+
+    def saved_nbytes(self) -> int:
+        """Bytes of arrays this node holds for its backward."""
+        total = 0
+        if self.inputs is not None:
+            total += sum(int(t.data.nbytes) for t in self.inputs if t is not None)
+        if self.out_data is not None:
+            total += int(self.out_data.nbytes)
+        return total
+
+    def release(self) -> None:
+        """Free what backward needed; a later backward through this node raises GraphError."""
+        self.inputs = None
+        self.out_data = None
+        self.state = None
+        self.freed = True
+
+    def __repr__(self) -> str:
+        return f"<TapeNode #{self.id} {self.op.name}>"
+
+
+def _freed_error(node: TapeNode) -> GraphError:
+    return GraphError(
+        f"backward: trying to go through the graph a second time at node #{node.id} ({node.op.name}); its "
+        "saved tensors were freed after the first backward. Pass retain_graph=True to the first backward "
+        "if you need to backward twice."
+    )
+
+
+def _new_node(op: Any, attrs: dict) -> TapeNode:
+    node = object.__new__(TapeNode)
+    node.op = op
+    node.attrs = attrs
+    node.state = None
+    node.inputs = None
+    node.out_data = None
+    return node
+
+
+def _describe(inputs: Sequence[Tensor]) -> str:
+    return ", ".join(f"{tuple(t.data.shape)} {t.data.dtype} on {device_of(t.data)}" for t in inputs)
+
+
+def _check_compatible(op: Any, inputs: Sequence[Tensor]) -> None:
+    """Every tensor input of an op must share dtype and device."""
+    first = inputs[0].data
+    for t in inputs[1:]:
+        d = t.data
+        if type(d) is not type(first) or (type(d) is not np.ndarray and d.device.id != first.device.id):
+            raise DeviceError(f"{op.name}: inputs are on different devices: {_describe(inputs)}")
+        if d.dtype != first.dtype:
+            raise DTypeError(
+                f"{op.name}: inputs have different dtypes: {_describe(inputs)}; convert one with .to(dtype=...)"
+            )
+
+
+def _forward_error(op: Any, inputs: Sequence[Tensor], attrs: dict, exc: Exception) -> RtxvizError:
+    detail = f"{op.name}: {exc} (inputs: {_describe(inputs)}"
+    if attrs:
+        detail += f"; attrs: {attrs}"
+    detail += ")"
+    return ShapeError(detail)
+
+
+def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
+    """Run `op` forward on `inputs` (Tensors/Variables); record a TapeNode when a graph is wanted.
+
+    The result is a Variable when any input is one (recorded when grad mode is on and an input requires
+    grad), else a plain Tensor. This is the hot path of the engine: keep it lean.
+    """
+    if len(inputs) > 1:
+        first = inputs[0].data
+        ftype, fdtype = type(first), first.dtype
+        for t in inputs:
+            d = t.data
+            if d.dtype is not fdtype or type(d) is not ftype:
+                _check_compatible(op, inputs)
+        if ftype is not np.ndarray:
+            _check_compatible(op, inputs)
+    hooks = _hooks.ACTIVE
+    if hooks:
+        for h in hooks:
+            h.forward_preprocess(op, inputs, attrs)
+    node = _node_new(TapeNode)
+    node.op = op
+    node.attrs = attrs
+    node.state = None
+    try:
+        out = op.forward(node, *[t.data for t in inputs])
+    except RtxvizError:
+        raise
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _forward_error(op, inputs, attrs, exc) from None
+    if type(out) is not np.ndarray:
+        out = _as_array(out, inputs[0].data)
+    is_var = wants_grad = False
+    for t in inputs:
+        if t._is_var:
+            is_var = True
+            if t.requires_grad:
+                wants_grad = True
+    if not is_var:
+        result = _tensor_new(Tensor)
+        result.data = out
+        node = None
+    else:
+        result = _var_new(_Variable)
+        result.data = out
+        result.grad = None
+        result.name = None
+        result._retains_grad = False
+        result._hooks = None
+        if wants_grad and STATE.enabled:
+            node.next = tuple([t._node if t._node is not None else (t if t.requires_grad else None)
+                               for t in inputs])
+            node.inputs = inputs if op.save_inputs else None
+            node.out_data = out if op.save_output else None
+            node.module_path = STATE.module_path
+            node.freed = False
+            node.id = next(_node_ids)
+            node.pre_hooks = None
+            node.tag = None
+            result._node = node
+            result.requires_grad = True
+        else:
+            result._node = None
+            result.requires_grad = False
+            node = None
+    if hooks:
+        for h in hooks:
+            h.forward_postprocess(node, inputs, result)
+    return result
+
+
+_node_new = object.__new__
+_tensor_new = object.__new__
+_var_new = object.__new__
+_Variable: Any = None  # set by variable.py once Variable exists (it imports this module)
+
+
+def _as_array(value: Any, like: Any) -> Any:
+    """numpy returns scalars for 0-d results; keep everything an ndarray of the input's kind."""
+    if type(like) is np.ndarray:
+        return np.asarray(value)
+    return value
+
+
+# -- user-defined backward functions ------------------------------------------------------------------------
+class BackwardContext:
+    """What a BackwardFunction keeps between forward and backward.
+
+    >>> ctx = BackwardContext()
+    >>> ctx.save_for_backward(Tensor.ones([2]))
+    >>> len(ctx.saved_tensors)
+    1
+    """
+
+    def __init__(self) -> None:
+        self._saved: tuple | None = ()
+        self.needs_input_grad: tuple[bool, ...] = ()
+        self.input_shapes: tuple[tuple[int, ...], ...] = ()
+
+    def save_for_backward(self, *tensors: Tensor) -> None:
+        self._saved = tuple(t.tensor if isinstance(t, Tensor) else t for t in tensors)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self._saved is None:
+            raise GraphError("BackwardContext: saved tensors were freed after backward (use retain_graph=True)")
+        return self._saved
+
+    def free(self) -> None:
+        self._saved = None
+
+
+class BackwardFunction:
+    """A user-defined op, the spec's way: subclass, implement `backward(grad_output)`, record it.
+
+    `backward` receives the output gradient as a plain Tensor and returns one Tensor (or None) per input.
+    Saved tensors live on the instance (as the spec's `MatMulBackward { a, b }`) or in `self.ctx`
+    (`ctx.save_for_backward`). Optionally implement `forward(ctx, *tensors)` and call the instance on
+    Variables, like a built-in op. Set `differentiable = True` when backward is written with Variable-safe
+    ops and may itself be differentiated (create_graph); otherwise differentiating it twice raises.
+
+    >>> class Square(BackwardFunction):
+    ...     rule = "dX = 2·X·dY"
+    ...     def forward(self, ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x * x
+    ...     def backward(self, grad_output):
+    ...         (x,) = self.ctx.saved_tensors
+    ...         return [grad_output * x * 2.0]
+    """
+
+    differentiable = False
+    rule = "user-defined backward"
+
+    def __init__(self) -> None:
+        self.ctx = BackwardContext()
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def forward(self, ctx: BackwardContext, *inputs: Tensor) -> Tensor:
+        raise NotImplementedError(f"{self.name}: implement forward(ctx, *inputs) to call it on Variables")
+
+    def backward(self, grad_output: Tensor) -> Sequence[Tensor | None]:
+        raise NotImplementedError(f"{self.name}: implement backward(grad_output)")
+
+    def __call__(self, *inputs: Any) -> Any:
+        from .grad_mode import no_grad
+        from .variable import as_tensor_like
+
+        if "ctx" not in self.__dict__:
+            self.ctx = BackwardContext()
+        ins = [as_tensor_like(x, inputs[0] if isinstance(inputs[0], Tensor) else None) for x in inputs]
+        with no_grad():
+            out = self.forward(self.ctx, *[t.tensor for t in ins])
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{self.name}.forward must return a Tensor, got {type(out).__name__}")
+        return record_operation(ins, out, self)
+
+
+def record_operation(inputs: Sequence[Any], output: Any, backward_fn: BackwardFunction) -> Any:
+    """Record that `output` was computed from `inputs`, with `backward_fn` as its backward rule.
+
+    `output` (a Tensor, or a Variable with no graph of its own) becomes a non-leaf Variable; backward then
+    calls ``backward_fn.backward(grad)`` and routes its results to `inputs`. Returns that Variable.
+
+    >>> from rtxviz import Variable, Tensor
+    >>> x = Variable.from_tensor(Tensor.from_slice([2.0], [1]))
+    >>> class Double(BackwardFunction):
+    ...     def backward(self, g):
+    ...         return [g * 2.0]
+    >>> y = record_operation([x], Tensor.from_slice([4.0], [1]), Double())
+    >>> y.sum().backward(); x.grad.tolist()
+    [2.0]
+    """
+    from .variable import Variable
+
+    if not isinstance(backward_fn, BackwardFunction):
+        raise TypeError(f"record_operation: backward_fn must be a BackwardFunction, got {type(backward_fn).__name__}")
+    if "ctx" not in backward_fn.__dict__:
+        backward_fn.ctx = BackwardContext()
+    ins = tuple(inputs)
+    for i, t in enumerate(ins):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"record_operation({backward_fn.name}): input {i} is a {type(t).__name__}, not a Tensor")
+    if not isinstance(output, Tensor):
+        raise TypeError(f"record_operation({backward_fn.name}): output must be a Tensor, got {type(output).__name__}")
+    if output._node is not None:
+        raise GraphError(f"record_operation({backward_fn.name}): output already has a recorded op "
+                         f"({output._node.op.name}); record a fresh value")
+    backward_fn.ctx.needs_input_grad = tuple(bool(t.requires_grad) for t in ins)
+    backward_fn.ctx.input_shapes = tuple(t.shape for t in ins)
+    if not (STATE.enabled and any(t.requires_grad for t in ins)):
+        return Variable._wrap(output.data, None)
+    node = _new_node(_UserOp(backward_fn), _NO_ATTRS)
+    node.next = tuple(t._node if t._node is not None else (t if t.requires_grad else None) for t in ins)
+    node.state = tuple((t.shape, t.dtype) for t in ins)
+    node.module_path = STATE.module_path
+    node.freed = False
+    node.id = next(_node_ids)
+    node.pre_hooks = None
+    node.tag = None
+    result = Variable._wrap(output.data, node)
+    if _hooks.ACTIVE:
+        for h in _hooks.ACTIVE:
+            h.forward_postprocess(node, ins, result)
+    return result
+
+
+class _UserOp:
+    """Adapts a BackwardFunction instance to the Op interface the backward walk calls."""
+
+    __slots__ = ("fn",)
+    save_inputs = False
+    save_output = False
+
+    def __init__(self, fn: BackwardFunction) -> None:
+        self.fn = fn
+
+    @property
+    def name(self) -> str:
+        return self.fn.name
+
+    @property
+    def rule(self) -> str:
+        return self.fn.rule
+
+    def backward(self, ctx: TapeNode, grad: Any) -> tuple:
+        from .variable import Variable
+
+        fn = self.fn
+        if STATE.enabled and not fn.differentiable and (grad.requires_grad or _any_requires_grad(ctx)):
+            raise GraphError(
+                f"{fn.name}: this BackwardFunction's backward is not differentiable, so it cannot run with "
+                "create_graph=True (higher-order derivatives). Write backward with Variable-safe ops and set "
+                "`differentiable = True` on the class."
+            )
+        g_in = grad if fn.differentiable else grad.tensor
+        result = fn.backward(g_in)
+        if isinstance(result, Tensor):
+            result = [result]
+        result = list(result)
+        if len(result) != len(ctx.next):
+            raise GraphError(
+                f"{fn.name}.backward returned {len(result)} gradient(s) for {len(ctx.next)} input(s)"
+            )
+        out = []
+        for i, (g, (shape, dtype)) in enumerate(zip(result, ctx.state, strict=True)):
+            if g is None:
+                out.append(None)
+                continue
+            if not isinstance(g, Tensor):
+                raise GraphError(f"{fn.name}.backward: gradient {i} is a {type(g).__name__}, not a Tensor")
+            if g.shape != shape:
+                raise GraphError(
+                    f"{fn.name}.backward: gradient {i} has shape {g.shape}, but input {i} has shape {shape}"
+                )
+            if g.dtype != dtype:
+                raise GraphError(f"{fn.name}.backward: gradient {i} has dtype {g.dtype}, input {i} is {dtype}")
+            out.append(g if isinstance(g, Variable) else Variable._wrap(g.data, None))
+        return tuple(out)
+
+    def release(self) -> None:
+        self.fn.ctx.free()
+
+
+def _any_requires_grad(ctx: TapeNode) -> bool:
+    return any(e is not None and getattr(e, "requires_grad", True) for e in ctx.next)
+
+
+# -- the tape: a recorder of nodes ---------------------------------------------------------------------------
+class AutogradTape:
+    """Records every TapeNode created while it is active, in creation order.
+
+    >>> from rtxviz import Variable, Tensor
+    >>> x = Variable.from_tensor(Tensor.ones([2]))
+    >>> with AutogradTape() as tape:
+    ...     y = (x * x).sum()
+    >>> [node.name for node in tape.nodes]
+    ['mul', 'sum']
+    """
+
+    def __init__(self) -> None:
+        self.nodes: list[TapeNode] = []
+        self._hook: _TapeHook | None = None
+
+    def __enter__(self) -> AutogradTape:
+        self._hook = _TapeHook(self)
+        _hooks.add_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._hook is not None:
+            _hooks.remove_hook(self._hook)
+
+    def record_operation(self, inputs: Sequence[Any], output: Any, backward_fn: BackwardFunction) -> Any:
+        """The spec's `tape.record_operation(inputs, output, backward)`; see `record_operation`."""
+        result = record_operation(inputs, output, backward_fn)
+        if result._node is not None and result._node not in self.nodes:
+            self.nodes.append(result._node)
+        return result
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"AutogradTape({len(self.nodes)} nodes)"
+
+
+class _TapeHook(_hooks.EngineHook):
+    def __init__(self, tape: AutogradTape) -> None:
+        self.tape = tape
+
+    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+        if node is not None and (not self.tape.nodes or self.tape.nodes[-1] is not node):
+            self.tape.nodes.append(node)
+
+
+def walk_nodes(root: TapeNode) -> list[TapeNode]:
+    """Every node reachable from `root`, each once, in topological order (root first). Iterative."""
+    visited: set[int] = set()
+    order: list[TapeNode] = []
+    stack: list[tuple[TapeNode, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        for e in node.next:
+            if e.__class__ is TapeNode and id(e) not in visited:
+                stack.append((e, False))
+    order.reverse()
+    return order
+
+
+def module_scope(path: str | None) -> Callable[[], Any]:
+    """Set the module path that new nodes are tagged with; returns a function restoring the previous one."""
+    prev = STATE.module_path
+    STATE.module_path = path
+
+    def restore() -> None:
+        STATE.module_path = prev
+
+    return restore

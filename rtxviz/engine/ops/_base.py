@@ -1,0 +1,74 @@
+"""Shared plumbing for op modules: attaching functions as Tensor methods, coercing operands, dims."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..errors import DimError
+from ..graph import apply
+from ..tensor import Tensor
+from ..variable import Variable, as_tensor_like
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Every op class by its name ("mul", "conv2d", ...): the conformance runner and the docs read this.
+OPS: dict[str, type] = {}
+
+
+def register(op: type) -> type:
+    """Class decorator: make an Op known by its `name`."""
+    OPS[op.name] = op
+    return op
+
+
+def tensor_method(*names: str) -> Callable[[F], F]:
+    """Attach a functional op to Tensor (and so Variable) under `names`."""
+
+    def deco(fn: F) -> F:
+        for name in names:
+            setattr(Tensor, name, fn)
+        return fn
+
+    return deco
+
+
+def unary(op: type, x: Tensor, attrs: dict | None = None) -> Any:
+    if not isinstance(x, Tensor):
+        x = as_tensor_like(x, None)
+    return apply(op, (x,), attrs) if attrs is not None else apply(op, (x,))
+
+
+def binary(op: type, a: Any, b: Any) -> Any:
+    """Apply a two-input op, turning a scalar or array operand into a constant of the other's dtype."""
+    if a.__class__ not in _TENSOR_TYPES and not isinstance(a, Tensor):
+        a = as_tensor_like(a, b)
+    if b.__class__ not in _TENSOR_TYPES and not isinstance(b, Tensor):
+        b = as_tensor_like(b, a)
+    return apply(op, (a, b))
+
+
+_TENSOR_TYPES: set = {Tensor, Variable}
+
+
+def norm_dim(op: str, dim: int, ndim: int, extra: int = 0) -> int:
+    """A possibly negative dim as an index into `ndim` (+`extra`, for unsqueeze) dims, checked."""
+    size = ndim + extra
+    if size == 0 and dim in (0, -1):
+        return 0
+    if not -size <= dim < size:
+        raise DimError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dim(s) "
+                       f"(expected {-size}..{size - 1})")
+    return dim + size if dim < 0 else dim
+
+
+def norm_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...] | None:
+    """None (all dims), an int, or a sequence of ints: normalised and checked for repeats."""
+    if dims is None:
+        return None
+    if isinstance(dims, int):
+        dims = (dims,)
+    out = tuple(norm_dim(op, int(d), ndim) for d in dims)
+    if len(set(out)) != len(out):
+        raise DimError(f"{op}: dim {list(dims)} repeats a dimension")
+    return out

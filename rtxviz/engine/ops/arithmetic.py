@@ -1,0 +1,360 @@
+"""Broadcasting arithmetic (add, sub, mul, div, pow, maximum, minimum) and the tensor-scalar forms.
+
+Each class is one op: forward on raw arrays, backward in differentiable ops, and its rule for learners.
+Broadcast inputs get their gradient summed back to their own shape (`sum_to`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..graph import Op, apply
+from ..tensor import Tensor
+from ._base import binary, register, tensor_method, unary
+from .broadcast import sum_to
+
+
+def _shapes(ctx: Any, a: Any, b: Any) -> None:
+    # Only broadcasting needs the input shapes in backward; skip the tuple when shapes agree.
+    if a.shape != b.shape:
+        ctx.state = (a.shape, b.shape)
+
+
+def _unbroadcast(ctx: Any, ga: Any, gb: Any) -> tuple:
+    shapes = ctx.state
+    if shapes is None:
+        return ga, gb
+    return (None if ga is None else sum_to(ga, shapes[0]), None if gb is None else sum_to(gb, shapes[1]))
+
+
+@register
+class Add(Op):
+    name = "add"
+    rule = "dA = dC, dB = dC (summed over broadcast dims)"
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        _shapes(ctx, a, b)
+        return a + b
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return _unbroadcast(ctx, g, g)
+
+
+@register
+class Sub(Op):
+    name = "sub"
+    rule = "dA = dC, dB = -dC"
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        _shapes(ctx, a, b)
+        return a - b
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        need_a, need_b = ctx.next[0] is not None, ctx.next[1] is not None
+        return _unbroadcast(ctx, g if need_a else None, neg(g) if need_b else None)
+
+
+@register
+class Mul(Op):
+    name = "mul"
+    rule = "dA = dC · B, dB = dC · A"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        _shapes(ctx, a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        ga = mul(g, b) if ctx.next[0] is not None else None
+        gb = mul(g, a) if ctx.next[1] is not None else None
+        return _unbroadcast(ctx, ga, gb)
+
+
+@register
+class Div(Op):
+    name = "div"
+    rule = "dA = dC / B, dB = -dC · A / B²"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        _shapes(ctx, a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        ga = div(g, b) if ctx.next[0] is not None else None
+        gb = neg(div(mul(g, a), mul(b, b))) if ctx.next[1] is not None else None
+        return _unbroadcast(ctx, ga, gb)
+
+
+@register
+class Pow(Op):
+    name = "pow"
+    rule = "dA = dC · B · A^(B-1), dB = dC · A^B · ln A"
+    save_inputs = True
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        _shapes(ctx, a, b)
+        return a**b
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        from .unary import log
+
+        a, b = ctx.saved_inputs
+        ga = mul(g, mul(b, pow(a, add_scalar(b, -1.0)))) if ctx.next[0] is not None else None
+        gb = mul(g, mul(ctx.output, log(a))) if ctx.next[1] is not None else None
+        return _unbroadcast(ctx, ga, gb)
+
+
+class _Extremum(Op):
+    """maximum/minimum: the gradient goes to the chosen input; ties split it half and half (as PyTorch)."""
+
+    save_inputs = True
+
+    @staticmethod
+    def _pick(a: Any, b: Any) -> Any:  # pragma: no cover - set by subclasses
+        raise NotImplementedError
+
+    @classmethod
+    def forward(cls, ctx: Any, a: Any, b: Any) -> Any:
+        _shapes(ctx, a, b)
+        return cls._pick(a, b)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        ad, bd = a.data, b.data
+        wins_a = cls._wins(ad, bd)
+        ties = ad == bd
+        w_a = (wins_a + 0.5 * ties).astype(ad.dtype)
+        w_b = (1.0 - w_a).astype(ad.dtype)
+        ga = mul(g, Tensor._wrap(w_a)) if ctx.next[0] is not None else None
+        gb = mul(g, Tensor._wrap(w_b)) if ctx.next[1] is not None else None
+        return _unbroadcast(ctx, ga, gb)
+
+
+@register
+class Maximum(_Extremum):
+    name = "maximum"
+    rule = "dA = dC · [A > B], dB = dC · [B > A] (ties split)"
+
+    @staticmethod
+    def _pick(a: Any, b: Any) -> Any:
+        from ..device import xp_of
+
+        return xp_of(a).maximum(a, b)
+
+    @staticmethod
+    def _wins(a: Any, b: Any) -> Any:
+        return a > b
+
+
+@register
+class Minimum(_Extremum):
+    name = "minimum"
+    rule = "dA = dC · [A < B], dB = dC · [B < A] (ties split)"
+
+    @staticmethod
+    def _pick(a: Any, b: Any) -> Any:
+        from ..device import xp_of
+
+        return xp_of(a).minimum(a, b)
+
+    @staticmethod
+    def _wins(a: Any, b: Any) -> Any:
+        return a < b
+
+
+@register
+class Neg(Op):
+    name = "neg"
+    rule = "dX = -dY"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return -x
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (neg(g),)
+
+
+@register
+class AddScalar(Op):
+    name = "add_scalar"
+    rule = "dX = dY"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x + ctx.attrs["value"]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (g,)
+
+
+@register
+class RSubScalar(Op):
+    name = "rsub_scalar"
+    rule = "dX = -dY  (Y = value - X)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return ctx.attrs["value"] - x
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (neg(g),)
+
+
+@register
+class MulScalar(Op):
+    name = "mul_scalar"
+    rule = "dX = dY · value"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x * ctx.attrs["value"]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul_scalar(g, ctx.attrs["value"]),)
+
+
+@register
+class PowScalar(Op):
+    name = "pow_scalar"
+    rule = "dX = dY · p · X^(p-1)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        p = ctx.attrs["exponent"]
+        if p == 2:
+            return x * x
+        return x**p
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        (x,) = ctx.saved_inputs
+        p = ctx.attrs["exponent"]
+        if p == 1:
+            return (g,)
+        if p == 2:
+            return (mul(g, mul_scalar(x, 2.0)),)
+        return (mul(g, mul_scalar(pow_scalar(x, p - 1), p)),)
+
+
+@register
+class RPowScalar(Op):
+    name = "rpow_scalar"
+    rule = "dX = dY · value^X · ln(value)"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return ctx.attrs["value"] ** x
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        import math
+
+        return (mul(g, mul_scalar(ctx.output, math.log(ctx.attrs["value"]))),)
+
+
+# -- the functional forms, attached as methods -------------------------------------------------------------
+_SCALARS = (int, float)
+
+
+def _is_scalar(v: Any) -> bool:
+    return type(v) in _SCALARS
+
+
+@tensor_method("add")
+def add(a: Any, b: Any) -> Any:
+    """a + b with broadcasting. >>> from rtxviz import Tensor; Tensor.ones([2]).add(1.0).tolist()
+    [2.0, 2.0]"""
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(AddScalar, (a,), {"value": b})
+    return binary(Add, a, b)
+
+
+@tensor_method("sub", "subtract")
+def sub(a: Any, b: Any) -> Any:
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(AddScalar, (a,), {"value": -b})
+    if _is_scalar(a) and isinstance(b, Tensor):
+        return apply(RSubScalar, (b,), {"value": a})
+    return binary(Sub, a, b)
+
+
+@tensor_method("mul", "multiply")
+def mul(a: Any, b: Any) -> Any:
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(MulScalar, (a,), {"value": b})
+    return binary(Mul, a, b)
+
+
+@tensor_method("div", "divide")
+def div(a: Any, b: Any) -> Any:
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(MulScalar, (a,), {"value": 1.0 / b})
+    return binary(Div, a, b)
+
+
+@tensor_method("pow")
+def pow(a: Any, b: Any) -> Any:  # noqa: A001 - the op's name
+    """a ** b: a scalar exponent records `pow_scalar`, a tensor exponent `pow`."""
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(PowScalar, (a,), {"exponent": b})
+    if _is_scalar(a) and isinstance(b, Tensor):
+        return apply(RPowScalar, (b,), {"value": a})
+    return binary(Pow, a, b)
+
+
+@tensor_method("maximum")
+def maximum(a: Any, b: Any) -> Any:
+    return binary(Maximum, a, b)
+
+
+@tensor_method("minimum")
+def minimum(a: Any, b: Any) -> Any:
+    return binary(Minimum, a, b)
+
+
+@tensor_method("neg", "negative")
+def neg(x: Any) -> Any:
+    return unary(Neg, x)
+
+
+@tensor_method("add_scalar")
+def add_scalar(x: Tensor, value: float) -> Any:
+    return apply(AddScalar, (x,), {"value": value})
+
+
+@tensor_method("mul_scalar")
+def mul_scalar(x: Tensor, value: float) -> Any:
+    return apply(MulScalar, (x,), {"value": value})
+
+
+@tensor_method("pow_scalar")
+def pow_scalar(x: Tensor, exponent: float) -> Any:
+    return apply(PowScalar, (x,), {"exponent": exponent})
+
+
+@tensor_method("rsub_scalar")
+def rsub_scalar(x: Tensor, value: float) -> Any:
+    """value - x."""
+    return apply(RSubScalar, (x,), {"value": value})

@@ -1,0 +1,72 @@
+"""Matrix products: matmul for 1-D, 2-D and batched (broadcast batch dims) operands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ShapeError
+from ..graph import Op
+from ._base import binary, register, tensor_method
+from .broadcast import sum_to
+
+
+@register
+class MatMul(Op):
+    name = "matmul"
+    rule = "dA = dC @ Bᵀ, dB = Aᵀ @ dC"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        if a.ndim == 0 or b.ndim == 0:
+            raise ShapeError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} and {b.shape}")
+        ka = a.shape[-1]
+        kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+        if ka != kb:
+            raise ShapeError(
+                f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})"
+            )
+        return a @ b
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        need_a, need_b = ctx.next[0] is not None, ctx.next[1] is not None
+        a_nd, b_nd = a.ndim, b.ndim
+        # Promote 1-D operands to matrices as matmul does, then undo the promotion on the gradients.
+        a2 = a.reshape((1, a.shape[0])) if a_nd == 1 else a
+        b2 = b.reshape((b.shape[0], 1)) if b_nd == 1 else b
+        g2 = g
+        if a_nd == 1 and b_nd == 1:
+            g2 = g.reshape((1, 1))
+        elif a_nd == 1:
+            g2 = g.unsqueeze(-2)
+        elif b_nd == 1:
+            g2 = g.unsqueeze(-1)
+        ga = gb = None
+        if need_a:
+            ga = matmul(g2, _mT(b2))
+            ga = sum_to(ga, a2.shape) if ga.shape != a2.shape else ga
+            if a_nd == 1:
+                ga = ga.reshape(a.shape)
+        if need_b:
+            gb = matmul(_mT(a2), g2)
+            gb = sum_to(gb, b2.shape) if gb.shape != b2.shape else gb
+            if b_nd == 1:
+                gb = gb.reshape(b.shape)
+        return ga, gb
+
+
+def _mT(x: Any) -> Any:
+    return x.transpose(-1, -2)
+
+
+@tensor_method("matmul")
+def matmul(a: Any, b: Any) -> Any:
+    """Matrix product with numpy's rules (1-D operands promoted, batch dims broadcast).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.ones([2, 3]).matmul(Tensor.ones([3, 4])).shape
+    (2, 4)
+    """
+    return binary(MatMul, a, b)

@@ -1,0 +1,467 @@
+"""Elementwise math and activations. Rules use the saved output where that is cheaper (exp, tanh, sigmoid)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..device import xp_of
+from ..graph import Op, apply
+from ..tensor import Tensor
+from ._base import register, tensor_method, unary
+from .arithmetic import add_scalar, div, mul, mul_scalar, neg, rsub_scalar
+
+
+def _const(array: Any) -> Tensor:
+    """A constant (no-gradient) tensor inside a rule: masks and slopes are constant almost everywhere."""
+    return Tensor._wrap(array)
+
+
+@register
+class Exp(Op):
+    name = "exp"
+    rule = "dX = dY · exp(X)"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).exp(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul(g, ctx.output),)
+
+
+@register
+class Log(Op):
+    name = "log"
+    rule = "dX = dY / X"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).log(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (div(g, ctx.saved_inputs[0]),)
+
+
+@register
+class Sqrt(Op):
+    name = "sqrt"
+    rule = "dX = dY / (2·sqrt(X))"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).sqrt(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (div(g, mul_scalar(ctx.output, 2.0)),)
+
+
+@register
+class Abs(Op):
+    name = "abs"
+    rule = "dX = dY · sign(X)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).abs(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0].data
+        return (mul(g, _const(xp_of(x).sign(x))),)
+
+
+@register
+class Tanh(Op):
+    name = "tanh"
+    rule = "dX = dY · (1 - tanh²(X))"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).tanh(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        y = ctx.output
+        return (mul(g, rsub_scalar(mul(y, y), 1.0)),)
+
+
+def _sigmoid_array(x: Any) -> Any:
+    xp = xp_of(x)
+    # Stable on both tails: exp of a non-positive number never overflows.
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+@register
+class Sigmoid(Op):
+    name = "sigmoid"
+    rule = "dX = dY · σ(X) · (1 - σ(X))"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return _sigmoid_array(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        y = ctx.output
+        return (mul(g, mul(y, rsub_scalar(y, 1.0))),)
+
+
+@register
+class Relu(Op):
+    name = "relu"
+    rule = "dX = dY · [X > 0]"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).maximum(x, 0)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        y = ctx.out_data
+        return (mul(g, _const((y > 0).astype(y.dtype))),)
+
+
+@register
+class Silu(Op):
+    name = "silu"
+    rule = "dX = dY · σ(X) · (1 + X · (1 - σ(X)))"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x * _sigmoid_array(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0]
+        s = sigmoid(x)
+        return (mul(g, mul(s, add_scalar(mul(x, rsub_scalar(s, 1.0)), 1.0))),)
+
+
+@register
+class Softplus(Op):
+    name = "softplus"
+    rule = "dX = dY · σ(X)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        return xp.logaddexp(x, 0).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul(g, sigmoid(ctx.saved_inputs[0])),)
+
+
+@register
+class Sin(Op):
+    name = "sin"
+    rule = "dX = dY · cos(X)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).sin(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul(g, cos(ctx.saved_inputs[0])),)
+
+
+@register
+class Cos(Op):
+    name = "cos"
+    rule = "dX = -dY · sin(X)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).cos(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (neg(mul(g, sin(ctx.saved_inputs[0]))),)
+
+
+@register
+class Square(Op):
+    name = "square"
+    rule = "dX = 2 · dY · X"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul(g, mul_scalar(ctx.saved_inputs[0], 2.0)),)
+
+
+@register
+class Reciprocal(Op):
+    name = "reciprocal"
+    rule = "dX = -dY / X²"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return 1.0 / x
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        y = ctx.output
+        return (neg(mul(g, mul(y, y))),)
+
+
+def _erf(x: Any) -> Any:
+    if type(x).__module__.startswith("cupy"):
+        from cupyx.scipy.special import erf  # noqa: PLC0415
+    else:
+        from scipy.special import erf  # noqa: PLC0415
+    return erf(x).astype(x.dtype, copy=False)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@register
+class Gelu(Op):
+    name = "gelu"
+    rule = "dX = dY · (Φ(X) + X · φ(X))"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        if ctx.attrs["approximate"] == "tanh":
+            return 0.5 * x * (1.0 + xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+        return 0.5 * x * (1.0 + _erf(x * _INV_SQRT_2))
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0]
+        if ctx.attrs["approximate"] == "tanh":
+            # y = 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x³)
+            u = mul_scalar(add(x, mul_scalar(mul(x, mul(x, x)), 0.044715)), _SQRT_2_OVER_PI)
+            t = tanh(u)
+            du = mul_scalar(add_scalar(mul_scalar(mul(x, x), 3 * 0.044715), 1.0), _SQRT_2_OVER_PI)
+            left = mul_scalar(add_scalar(t, 1.0), 0.5)
+            right = mul(mul_scalar(x, 0.5), mul(rsub_scalar(mul(t, t), 1.0), du))
+            return (mul(g, add(left, right)),)
+        cdf = mul_scalar(add_scalar(erf(mul_scalar(x, _INV_SQRT_2)), 1.0), 0.5)
+        pdf = mul_scalar(exp(mul_scalar(mul(x, x), -0.5)), _INV_SQRT_2PI)
+        return (mul(g, add(cdf, mul(x, pdf))),)
+
+
+@register
+class Erf(Op):
+    name = "erf"
+    rule = "dX = dY · 2/√π · exp(-X²)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return _erf(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0]
+        return (mul(g, mul_scalar(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),)
+
+
+@register
+class LeakyRelu(Op):
+    name = "leaky_relu"
+    rule = "dX = dY · (1 if X > 0 else slope)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        slope = ctx.attrs["negative_slope"]
+        return xp_of(x).where(x > 0, x, x * slope)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0].data
+        slope = ctx.attrs["negative_slope"]
+        return (mul(g, _const(xp_of(x).where(x > 0, 1.0, slope).astype(x.dtype))),)
+
+
+@register
+class Elu(Op):
+    name = "elu"
+    rule = "dX = dY · (1 if X > 0 else α·exp(X))"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        alpha = ctx.attrs["alpha"]
+        return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0))).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0]
+        xd = x.data
+        pos = _const((xd > 0).astype(xd.dtype))
+        neg_part = mul(mul_scalar(exp(minimum_scalar(x, 0.0)), ctx.attrs["alpha"]), _const((xd <= 0).astype(xd.dtype)))
+        return (mul(g, add(pos, neg_part)),)
+
+
+@register
+class Clamp(Op):
+    name = "clamp"
+    rule = "dX = dY · [min ≤ X ≤ max]"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        lo, hi = ctx.attrs["min"], ctx.attrs["max"]
+        return xp_of(x).clip(x, lo, hi).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0].data
+        lo, hi = ctx.attrs["min"], ctx.attrs["max"]
+        inside = xp_of(x).ones(x.shape, dtype=bool)
+        if lo is not None:
+            inside &= x >= lo
+        if hi is not None:
+            inside &= x <= hi
+        return (mul(g, _const(inside.astype(x.dtype))),)
+
+
+@register
+class MinimumScalar(Op):
+    name = "minimum_scalar"
+    rule = "dX = dY · [X < value]"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).minimum(x, ctx.attrs["value"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0].data
+        return (mul(g, _const((x < ctx.attrs["value"]).astype(x.dtype))),)
+
+
+def add(a: Any, b: Any) -> Any:
+    from .arithmetic import add as _add
+
+    return _add(a, b)
+
+
+@tensor_method("exp")
+def exp(x: Any) -> Any:
+    return unary(Exp, x)
+
+
+@tensor_method("log")
+def log(x: Any) -> Any:
+    return unary(Log, x)
+
+
+@tensor_method("sqrt")
+def sqrt(x: Any) -> Any:
+    return unary(Sqrt, x)
+
+
+@tensor_method("abs")
+def abs(x: Any) -> Any:  # noqa: A001
+    return unary(Abs, x)
+
+
+@tensor_method("tanh")
+def tanh(x: Any) -> Any:
+    return unary(Tanh, x)
+
+
+@tensor_method("sigmoid")
+def sigmoid(x: Any) -> Any:
+    return unary(Sigmoid, x)
+
+
+@tensor_method("relu")
+def relu(x: Any) -> Any:
+    return unary(Relu, x)
+
+
+@tensor_method("silu")
+def silu(x: Any) -> Any:
+    return unary(Silu, x)
+
+
+@tensor_method("softplus")
+def softplus(x: Any) -> Any:
+    return unary(Softplus, x)
+
+
+@tensor_method("sin")
+def sin(x: Any) -> Any:
+    return unary(Sin, x)
+
+
+@tensor_method("cos")
+def cos(x: Any) -> Any:
+    return unary(Cos, x)
+
+
+@tensor_method("square")
+def square(x: Any) -> Any:
+    return unary(Square, x)
+
+
+@tensor_method("reciprocal")
+def reciprocal(x: Any) -> Any:
+    return unary(Reciprocal, x)
+
+
+@tensor_method("erf")
+def erf(x: Any) -> Any:
+    return unary(Erf, x)
+
+
+@tensor_method("gelu")
+def gelu(x: Any, approximate: str = "none") -> Any:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return unary(Gelu, x, {"approximate": approximate})
+
+
+@tensor_method("leaky_relu")
+def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
+    return unary(LeakyRelu, x, {"negative_slope": float(negative_slope)})
+
+
+@tensor_method("elu")
+def elu(x: Any, alpha: float = 1.0) -> Any:
+    return unary(Elu, x, {"alpha": float(alpha)})
+
+
+@tensor_method("clamp", "clip")
+def clamp(x: Any, min: float | None = None, max: float | None = None) -> Any:  # noqa: A002
+    if min is None and max is None:
+        raise ValueError("clamp: give at least one of min and max")
+    return unary(Clamp, x, {"min": min, "max": max})
+
+
+def minimum_scalar(x: Any, value: float) -> Any:
+    return apply(MinimumScalar, (x,), {"value": value})

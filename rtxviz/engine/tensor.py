@@ -1,0 +1,264 @@
+"""Tensor: an ndarray (numpy or cupy) on a device, its constructors, and op methods without a graph.
+
+The op methods (`add`, `matmul`, `sum`, ...) are attached by `rtxviz.engine.ops`, one op in one place; on a
+plain Tensor they compute and return a Tensor, on a Variable they also record the graph.
+
+>>> t = Tensor.from_slice([1.0, 2.0, 3.0], [3])
+>>> t.shape, t.dtype.name, str(t.device)
+((3,), 'float32', 'cpu')
+>>> Tensor.zeros([2, 2]).sum().item()
+0.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import random as _random
+from .device import CPU, Device, as_device, device_of, to_device, xp_of
+from .dtypes import as_dtype, float32, int64
+from .errors import DTypeError, ShapeError
+
+ShapeLike = int | Sequence[int]
+
+
+def _shape(shape: ShapeLike | Iterable[int], where: str) -> tuple[int, ...]:
+    if isinstance(shape, int | np.integer):
+        shape = (int(shape),)
+    try:
+        out = tuple(int(d) for d in shape)
+    except TypeError:
+        raise ShapeError(f"{where}: shape must be a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ShapeError(f"{where}: negative dimension in shape {out}")
+    return out
+
+
+class Tensor:
+    """An n-dimensional array on a device. float32 by default; float64; int64 for indices.
+
+    A Tensor records no graph. Wrap it in `Variable.from_tensor` to differentiate through it.
+    """
+
+    __slots__ = ("data",)
+    _is_var = False
+    requires_grad = False
+    _node = None
+
+    def __init__(self, data: Any, dtype: Any = None, device: Device | str | None = None) -> None:
+        self.data = _to_array(data, dtype, device, "Tensor")
+
+    # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def _wrap(cls, array: Any) -> Tensor:
+        t = object.__new__(Tensor)
+        t.data = array
+        return t
+
+    @staticmethod
+    def from_slice(
+        data: Sequence[float] | Any, shape: ShapeLike, device: Device | str | None = None, dtype: Any = None
+    ) -> Tensor:
+        """A tensor from flat row-major values and a shape, as the spec's `Tensor::from_slice`.
+
+        >>> Tensor.from_slice([1, 2, 3, 4], [2, 2]).numpy().tolist()
+        [[1.0, 2.0], [3.0, 4.0]]
+        """
+        shape = _shape(shape, "Tensor.from_slice")
+        flat = np.asarray(data, dtype=as_dtype(dtype, "Tensor.from_slice")).reshape(-1)
+        expected = int(np.prod(shape, dtype=np.int64))
+        if flat.size != expected:
+            raise ShapeError(f"Tensor.from_slice: {flat.size} values do not fill shape {shape} ({expected} values)")
+        return Tensor._wrap(to_device(flat.reshape(shape), as_device(device)))
+
+    @staticmethod
+    def from_numpy(array: np.ndarray, device: Device | str | None = None) -> Tensor:
+        """Wrap a numpy array (float16 and other widths become float32; ints become int64)."""
+        return Tensor(array, None if array.dtype.kind == "f" and array.dtype.itemsize in (4, 8) else
+                      (int64 if array.dtype.kind in "iu" else None), device)
+
+    @staticmethod
+    def zeros(shape: ShapeLike, device: Device | str | None = None, dtype: Any = None) -> Tensor:
+        dev = as_device(device)
+        return Tensor._wrap(dev.xp.zeros(_shape(shape, "Tensor.zeros"), dtype=as_dtype(dtype, "Tensor.zeros")))
+
+    @staticmethod
+    def ones(shape: ShapeLike, device: Device | str | None = None, dtype: Any = None) -> Tensor:
+        dev = as_device(device)
+        return Tensor._wrap(dev.xp.ones(_shape(shape, "Tensor.ones"), dtype=as_dtype(dtype, "Tensor.ones")))
+
+    @staticmethod
+    def full(shape: ShapeLike, value: float, device: Device | str | None = None, dtype: Any = None) -> Tensor:
+        dev = as_device(device)
+        dt = as_dtype(dtype, "Tensor.full")
+        return Tensor._wrap(dev.xp.full(_shape(shape, "Tensor.full"), value, dtype=dt))
+
+    @staticmethod
+    def arange(
+        start: float, stop: float | None = None, step: float = 1, device: Device | str | None = None,
+        dtype: Any = None,
+    ) -> Tensor:
+        """Like numpy.arange; int64 when every bound is an int and no dtype is given.
+
+        >>> Tensor.arange(3).numpy().tolist()
+        [0, 1, 2]
+        """
+        if stop is None:
+            start, stop = 0, start
+        if dtype is None:
+            ints = all(isinstance(v, int) for v in (start, stop, step))
+            dtype = int64 if ints else float32
+        dev = as_device(device)
+        return Tensor._wrap(dev.xp.arange(start, stop, step, dtype=as_dtype(dtype, "Tensor.arange")))
+
+    @staticmethod
+    def randn(shape: ShapeLike, device: Device | str | None = None, dtype: Any = None) -> Tensor:
+        """Standard normal samples from rtxviz's seedable generator (`rtxviz.manual_seed`)."""
+        arr = _random.generator().standard_normal(_shape(shape, "Tensor.randn")).astype(as_dtype(dtype, "randn"))
+        return Tensor._wrap(to_device(arr, as_device(device)))
+
+    @staticmethod
+    def rand(shape: ShapeLike, device: Device | str | None = None, dtype: Any = None) -> Tensor:
+        """Uniform samples in [0, 1) from rtxviz's seedable generator."""
+        arr = _random.generator().random(_shape(shape, "Tensor.rand")).astype(as_dtype(dtype, "rand"))
+        return Tensor._wrap(to_device(arr, as_device(device)))
+
+    # -- properties -----------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def device(self) -> Device:
+        return device_of(self.data)
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+    @property
+    def xp(self) -> Any:
+        """numpy or cupy: the array module this tensor's kernels run on."""
+        return xp_of(self.data)
+
+    @property
+    def tensor(self) -> Tensor:
+        """This value as a plain Tensor (no graph); shares memory."""
+        return Tensor._wrap(self.data)
+
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array (copied from the GPU; shared on the CPU)."""
+        return self.data if type(self.data) is np.ndarray else self.data.get()
+
+    def item(self) -> float | int | bool:
+        if self.data.size != 1:
+            raise ShapeError(f"item: only one-element tensors convert to a Python number, got shape {self.shape}")
+        return self.data.reshape(-1)[0].item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def to(self, device: Device | str | None = None, dtype: Any = None) -> Tensor:
+        """A copy on `device` and/or with `dtype` (self when nothing changes)."""
+        arr = self.data
+        if device is not None:
+            arr = to_device(arr, as_device(device))
+        if dtype is not None:
+            dt = as_dtype(dtype, "to")
+            if dt != arr.dtype:
+                arr = arr.astype(dt)
+        return self if arr is self.data else Tensor._wrap(arr)
+
+    def cpu(self) -> Tensor:
+        return self.to(CPU)
+
+    def cuda(self, index: int = 0) -> Tensor:
+        return self.to(Device.cuda(index))
+
+    def float(self) -> Tensor:
+        return self.to(dtype=float32)
+
+    def double(self) -> Tensor:
+        return self.to(dtype="float64")
+
+    def long(self) -> Tensor:
+        return self.to(dtype=int64)
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise ShapeError(f"bool: the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.data.reshape(-1)[0])
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def _values_repr(self) -> str:
+        arr = self.numpy()
+        body = np.array2string(arr, precision=4, separator=", ", threshold=40, edgeitems=3)
+        return body.replace("\n", "\n       ")
+
+    def __repr__(self) -> str:
+        dev = "" if self.device == CPU else f", device={self.device}"
+        return f"Tensor({self._values_repr()}, dtype={self.dtype.name}{dev})"
+
+    __hash__ = object.__hash__
+
+
+def _to_array(data: Any, dtype: Any, device: Device | str | None, where: str) -> Any:
+    """Any array-like to an ndarray of a supported dtype on `device`."""
+    if isinstance(data, Tensor):
+        data = data.data
+    dev = as_device(device) if device is not None else None
+    if dtype is None:
+        kind = getattr(getattr(data, "dtype", None), "kind", None)
+        if kind is None:
+            probe = np.asarray(data)
+            kind = probe.dtype.kind
+            dtype = int64 if kind in "iu" else ("bool" if kind == "b" else float32)
+        elif kind in "iu":
+            dtype = int64
+        elif kind == "b":
+            dtype = "bool"
+        elif kind == "f":
+            dtype = data.dtype if data.dtype.itemsize in (4, 8) else float32
+        else:
+            raise DTypeError(f"{where}: unsupported dtype {data.dtype}")
+    dt = as_dtype(dtype, where)
+    if type(data) is np.ndarray or not hasattr(data, "__cuda_array_interface__"):
+        arr = np.asarray(data, dtype=dt)
+        return arr if dev is None or dev.kind == "cpu" else to_device(arr, dev)
+    arr = data.astype(dt, copy=False)
+    return arr if dev is None else to_device(arr, dev)
