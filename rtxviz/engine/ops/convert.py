@@ -1,0 +1,40 @@
+"""Differentiable device moves and dtype casts: the gradient goes back to the source device and dtype."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..device import Device, device_of, to_device
+from ..dtypes import as_dtype
+from ..graph import Op, apply
+from ._base import register
+
+
+@register
+class ToDeviceDtype(Op):
+    name = "to"
+    rule = "dX = dY moved back to X's device and dtype"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        ctx.state = (device_of(x), x.dtype)
+        device, dtype = ctx.attrs["device"], ctx.attrs["dtype"]
+        out = x if device is None else to_device(x, device)
+        if dtype is not None and out.dtype != dtype:
+            out = out.astype(dtype)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        device, dtype = ctx.state
+        return (apply(ToDeviceDtype, (g,), {"device": device, "dtype": dtype}),)
+
+
+def to_device_dtype(x: Any, device: Device | None, dtype: Any) -> Any:
+    """`x` on `device` with `dtype` (either may be None for unchanged); `x` itself when nothing changes."""
+    dt = None if dtype is None else as_dtype(dtype, "to")
+    same_device = device is None or device == x.device
+    same_dtype = dt is None or dt == x.dtype
+    if same_device and same_dtype:
+        return x
+    return apply(ToDeviceDtype, (x,), {"device": None if same_device else device, "dtype": dt})
