@@ -9,6 +9,7 @@ from .errors import DeviceError, DimError, DTypeError, GraphError, RtxvizError, 
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .graph import AutogradTape, BackwardContext, BackwardFunction, Op, TapeNode, apply, record_operation
 from .hooks import EngineHook, add_hook, remove_hook
+from .memory import memory_stats, reset_peak_memory_stats
 from .random import manual_seed
 from .tensor import Tensor
 from .variable import Variable
@@ -17,5 +18,6 @@ __all__ = [
     "AutogradTape", "BackwardContext", "BackwardFunction", "Device", "DeviceError", "DimError", "DTypeError",
     "EngineHook", "GraphError", "Op", "RtxvizError", "ShapeError", "TapeNode", "Tensor", "Variable", "add_hook",
     "apply", "cuda_is_available", "enable_grad", "grad", "is_grad_enabled", "manual_seed", "no_grad",
-    "record_operation", "remove_hook", "run_backward", "set_grad_enabled",
+    "memory_stats", "record_operation", "remove_hook", "reset_peak_memory_stats", "run_backward",
+    "set_grad_enabled",
 ]

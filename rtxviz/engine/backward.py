@@ -68,6 +68,15 @@ def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
     return Variable._wrap(prev.data + new.data, None)
 
 
+def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool) -> None:
+    """Add one backward pass's gradient into `leaf.grad` (a fresh array: gradients are never updated in place)."""
+    if not create_graph and not g.data.flags.writeable:
+        g = Variable._wrap(g.data.copy(), None)  # broadcast views are read-only: own the gradient
+    if g.data.dtype != leaf.data.dtype:
+        g = Variable._wrap(g.data.astype(leaf.data.dtype), None)
+    leaf.grad = g if leaf.grad is None else _accumulate(leaf.grad, g, create_graph)
+
+
 def run_backward(
     outputs: Sequence[Variable],
     grad_outputs: Sequence[Any],
@@ -178,14 +187,10 @@ def run_backward(
             if idx is not None:
                 results[idx] = g
             continue
-        if not create_graph and not g.data.flags.writeable:
-            g = Variable._wrap(g.data.copy(), None)  # broadcast views are read-only: own the gradient
-        if g.data.dtype != leaf.data.dtype:
-            g = Variable._wrap(g.data.astype(leaf.data.dtype), None)
-        leaf.grad = g if leaf.grad is None else _accumulate(leaf.grad, g, create_graph)
         if hooks:
             for h in hooks:
-                h.leaf_grad(leaf, leaf.grad)
+                h.leaf_grad(leaf, g)  # the contribution of this pass, before it joins .grad
+        accumulate_leaf_grad(leaf, g, create_graph)
     if hooks:
         for h in hooks:
             h.backward_end()

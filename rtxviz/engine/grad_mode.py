@@ -20,6 +20,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from . import hooks as _hooks
+
 
 class _GradState(threading.local):
     """Thread-local switches read on every op (attribute access on a threading.local is cheap)."""
@@ -57,10 +59,14 @@ class _GradModeSwitch:
     def __enter__(self) -> _GradModeSwitch:
         self._prev = STATE.enabled
         STATE.enabled = self.mode
+        if _hooks.ACTIVE:
+            _hooks.emit("grad_mode", enabled=self.mode, scope=type(self).__name__, phase="enter")
         return self
 
     def __exit__(self, *exc: object) -> None:
         STATE.enabled = self._prev
+        if _hooks.ACTIVE:
+            _hooks.emit("grad_mode", enabled=self._prev, scope=type(self).__name__, phase="exit")
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)

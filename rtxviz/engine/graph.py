@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import hooks as _hooks
+from . import memory as _memory
 from .device import device_of
 from .errors import DeviceError, DTypeError, GraphError, RtxvizError, ShapeError
 from .grad_mode import STATE
@@ -56,7 +57,7 @@ class TapeNode:
     """
 
     __slots__ = ("op", "next", "inputs", "out_data", "attrs", "state", "module_path", "freed", "id",
-                 "out_meta", "pre_hooks", "tag", "__weakref__")
+                 "mem", "pre_hooks", "tag", "__weakref__")
 
     # -- what backward rules read ---------------------------------------------------------------------
     @property
@@ -103,10 +104,18 @@ class TapeNode:
 
     def release(self) -> None:
         """Free what backward needed; a later backward through this node raises GraphError."""
+        if self.mem is not None:
+            _memory.untrack(self.mem)
+            self.mem = None
         self.inputs = None
         self.out_data = None
         self.state = None
         self.freed = True
+
+    def __del__(self) -> None:
+        # A graph dropped without backward still gives its activation bytes back.
+        if self.mem is not None:
+            _memory.untrack(self.mem)
 
     def __repr__(self) -> str:
         return f"<TapeNode #{self.id} {self.op.name}>"
@@ -127,6 +136,7 @@ def _new_node(op: Any, attrs: dict) -> TapeNode:
     node.state = None
     node.inputs = None
     node.out_data = None
+    node.mem = None
     return node
 
 
@@ -178,6 +188,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
     node.op = op
     node.attrs = attrs
     node.state = None
+    node.mem = None
     try:
         out = op.forward(node, *[t.data for t in inputs])
     except RtxvizError:
@@ -206,8 +217,16 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
         if wants_grad and STATE.enabled:
             node.next = tuple([t._node if t._node is not None else (t if t.requires_grad else None)
                                for t in inputs])
-            node.inputs = inputs if op.save_inputs else None
-            node.out_data = out if op.save_output else None
+            if op.save_inputs:
+                node.inputs = inputs
+                node.out_data = out if op.save_output else None
+                node.mem = _memory_track(inputs, node.out_data)
+            elif op.save_output:
+                node.inputs = None
+                node.out_data = out
+                node.mem = _memory_track(None, out)
+            else:
+                node.inputs = node.out_data = None
             node.module_path = STATE.module_path
             node.freed = False
             node.id = next(_node_ids)
@@ -225,6 +244,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
     return result
 
 
+_memory_track = _memory.track
 _node_new = object.__new__
 _tensor_new = object.__new__
 _var_new = object.__new__

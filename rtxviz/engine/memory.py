@@ -1,0 +1,102 @@
+"""Memory accounting: the bytes of activations the recorded graph holds for backward.
+
+`current` and `peak` count arrays saved for backward by recorded nodes (non-leaf inputs and outputs: the
+activation memory that checkpointing trades for recomputation), each underlying buffer once however many
+nodes or views share it. Parameters and user inputs are not activations and are reported separately, from a
+snapshot scan, with gradients and all live tensors.
+
+>>> import rtxviz
+>>> stats = rtxviz.memory_stats()
+>>> sorted(k for k in stats if k in ("current", "peak"))
+['current', 'peak']
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+# id(root buffer) -> [number of nodes holding it, nbytes]; a held buffer is alive, so its id is stable.
+_held: dict[int, list[int]] = {}
+_stats = {"current": 0, "peak": 0}
+
+
+def _root(array: Any) -> Any:
+    base = array.base
+    while base is not None and hasattr(base, "nbytes"):
+        array = base
+        base = getattr(array, "base", None)
+    return array
+
+
+def _add(array: Any) -> int:
+    root = _root(array)
+    key = id(root)
+    entry = _held.get(key)
+    if entry is None:
+        _held[key] = [1, int(root.nbytes)]
+        cur = _stats["current"] = _stats["current"] + int(root.nbytes)
+        if cur > _stats["peak"]:
+            _stats["peak"] = cur
+    else:
+        entry[0] += 1
+    return key
+
+
+def track(inputs: tuple | None, out_data: Any) -> tuple[int, ...] | None:
+    """Count what a new node saves; returns the keys to release later (None when it saves no activation)."""
+    keys = []
+    if inputs is not None:
+        for t in inputs:
+            if t._node is not None:
+                keys.append(_add(t.data))
+    if out_data is not None:
+        keys.append(_add(out_data))
+    return tuple(keys) if keys else None
+
+
+def untrack(keys: tuple[int, ...]) -> None:
+    for key in keys:
+        entry = _held.get(key)
+        if entry is None:
+            continue
+        entry[0] -= 1
+        if entry[0] == 0:
+            del _held[key]
+            _stats["current"] -= entry[1]
+
+
+def reset_peak_memory_stats() -> None:
+    """Start peak tracking afresh from the current activation bytes."""
+    _stats["peak"] = _stats["current"]
+
+
+def memory_stats(scan: bool = True) -> dict[str, int]:
+    """Bytes the engine holds. Keys:
+
+    - current, peak: activation bytes saved for backward (see module doc), now and at the peak.
+    - saved_buffers: how many distinct buffers that is.
+    - parameter_bytes, gradient_bytes, tensor_bytes: from a scan of live tensors (leaf Variables that
+      require grad, their `.grad`, and every live Tensor/Variable), each buffer once. `scan=False` skips it.
+    """
+    out = {"current": _stats["current"], "peak": _stats["peak"], "saved_buffers": len(_held)}
+    if scan:
+        from .tensor import Tensor
+
+        params: dict[int, int] = {}
+        grads: dict[int, int] = {}
+        every: dict[int, int] = {}
+        for obj in gc.get_objects():
+            if not isinstance(obj, Tensor):
+                continue
+            root = _root(obj.data)
+            every[id(root)] = int(root.nbytes)
+            if obj.requires_grad and obj._node is None:
+                params[id(root)] = int(root.nbytes)
+                g = getattr(obj, "grad", None)
+                if g is not None:
+                    groot = _root(g.data)
+                    grads[id(groot)] = int(groot.nbytes)
+        out.update(parameter_bytes=sum(params.values()), gradient_bytes=sum(grads.values()),
+                   tensor_bytes=sum(every.values()))
+    return out

@@ -1,0 +1,343 @@
+"""Losses: mse_loss, cross_entropy and nll_loss (single ops with their own rules), l1_loss and
+binary_cross_entropy_with_logits (composed of elementwise ops, so every derivative comes from those).
+
+Class targets are int64 index tensors. They ride in the op's attrs (as an `IndexArg`) rather than as a
+second input, because every tensor input of an op shares one dtype; the forward also accepts them as a
+second array input, the layout of the reference files (`args: [logits, target]`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..device import xp_of
+from ..dtypes import int64, is_float
+from ..errors import DeviceError, DTypeError, ShapeError
+from ..grad_mode import STATE
+from ..graph import Op, apply
+from ..tensor import Tensor
+from ._base import register
+from .arithmetic import mul, mul_scalar, neg, rsub_scalar, sub
+from .arithmetic import add as _add
+from .broadcast import sum_to
+from .nn_norm import softmax
+from .reduction import mean
+from .reduction import sum as _sum
+from .unary import abs as _abs
+from .unary import softplus
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class IndexArg:
+    """An integer array carried in an op's attrs (class targets, embedding ids, pooling argmax positions).
+
+    Prints as its shape, not its values, so error messages and graph views stay short.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    def __repr__(self) -> str:
+        return f"<{self.array.dtype} indices {tuple(self.array.shape)}>"
+
+
+def _const(array: Any) -> Tensor:
+    return Tensor._wrap(array)
+
+
+def _check_reduction(op: str, reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _check_float(op: str, label: str, x: Any) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {label} must be a Tensor or Variable, got {type(x).__name__}")
+    if not is_float(x.data.dtype):
+        raise DTypeError(f"{op}: {label} must be float32 or float64, got dtype {x.data.dtype} (shape {x.shape})")
+
+
+def index_array(op: str, label: str, idx: Any, like: Tensor) -> Any:
+    """The raw int64 array of an index argument, on `like`'s device; clear errors for anything else."""
+    if isinstance(idx, Tensor):
+        arr = idx.data
+    elif hasattr(idx, "dtype") and hasattr(idx, "shape"):
+        arr = idx
+    else:
+        raise TypeError(f"{op}: {label} must be an int64 Tensor, got {type(idx).__name__}")
+    if arr.dtype != int64:
+        raise DTypeError(f"{op}: {label} must have dtype int64 (class/row indices), got {arr.dtype} "
+                         f"(shape {tuple(arr.shape)}); convert it with .long()")
+    if type(arr) is not type(like.data):
+        raise DeviceError(f"{op}: {label} is on {Tensor._wrap(arr).device} but the input is on {like.device}")
+    return arr
+
+
+def _check_classes(op: str, t: Any, num_classes: int, ignore_index: int) -> None:
+    xp = xp_of(t)
+    bad = (t < 0) | (t >= num_classes)
+    if ignore_index is not None:
+        bad &= t != ignore_index
+    if bool(bad.any()):
+        pos = int(xp.argmax(bad.reshape(-1)))
+        value = int(t.reshape(-1)[pos])
+        where = tuple(int(i) for i in xp.unravel_index(pos, t.shape)) if t.ndim != 1 else pos
+        raise ShapeError(f"{op}: target contains class index {value} at position {where}, but there are "
+                         f"{num_classes} classes (expected 0..{num_classes - 1}"
+                         + (f" or ignore_index {ignore_index})" if ignore_index is not None else ")"))
+
+
+def _check_target_shape(op: str, logits: Tensor, t: Any) -> None:
+    if logits.ndim < 2:
+        raise ShapeError(f"{op}: input must have shape [N, C] or [N, C, d1, ...], got {logits.shape}")
+    want = (logits.shape[0],) + tuple(logits.shape[2:])
+    if tuple(t.shape) != want:
+        raise ShapeError(f"{op}: target has shape {tuple(t.shape)} but input {logits.shape} needs a target of "
+                         f"shape {want} (one class index per row)")
+
+
+def _target(ctx: Any, target: Any) -> Any:
+    return ctx.attrs["target"].array if target is None else target
+
+
+def _class_state(ctx: Any, x: Any, t: Any) -> tuple[Any, Any, Any]:
+    """Per-row validity (ignore_index), the target with ignored rows at class 0, and 1/count or 1."""
+    ii = ctx.attrs.get("ignore_index", -100)
+    valid = t != ii
+    tc = t if bool(valid.all()) else xp_of(t).where(valid, t, 0)
+    validf = valid.astype(x.dtype)
+    if ctx.attrs.get("reduction", "mean") == "mean":
+        count = validf.sum()
+        scale = (1.0 / count) if count > 0 else float("nan")  # torch: mean over no rows is nan
+    else:
+        scale = 1.0
+    return tc, validf, scale
+
+
+def _onehot(tc: Any, num_classes: int, dtype: Any) -> Any:
+    xp = xp_of(tc)
+    shape = (1, num_classes) + (1,) * (tc.ndim - 1)
+    return (xp.arange(num_classes).reshape(shape) == tc[:, None]).astype(dtype)
+
+
+def _reduce_rows(loss: Any, validf: Any, scale: Any, reduction: str, dtype: Any) -> Any:
+    if reduction == "none":
+        return (loss * validf).astype(dtype, copy=False)
+    total = (loss * validf).sum()
+    return xp_of(loss).asarray(total * scale, dtype=dtype)
+
+
+def _times_grad(base: Any, g: Any, reduction: str) -> Any:
+    """base · dL, where dL is 0-d (mean/sum) or per row ([N, d...], reduction 'none')."""
+    if reduction == "none":
+        g = g.reshape((g.shape[0], 1) + tuple(g.shape[1:]))
+    return mul(base, g)
+
+
+@register
+class CrossEntropy(Op):
+    name = "cross_entropy"
+    rule = "dZ = (softmax(Z) - onehot(T)) · dL / N"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, z: Any, target: Any = None) -> Any:
+        t = _target(ctx, target)
+        xp = xp_of(z)
+        num_classes = z.shape[1]
+        logp = z - z.max(axis=1, keepdims=True)
+        logp -= xp.log(xp.exp(logp).sum(axis=1, keepdims=True))
+        tc, validf, scale = _class_state(ctx, z, t)
+        loss = -xp.take_along_axis(logp, tc[:, None], axis=1)[:, 0]
+        eps = ctx.attrs.get("label_smoothing", 0.0)
+        if eps:
+            loss = (1.0 - eps) * loss - (eps / num_classes) * logp.sum(axis=1)
+        ctx.state = (logp, tc, validf, scale)
+        return _reduce_rows(loss, validf, scale, ctx.attrs.get("reduction", "mean"), z.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        logp, tc, validf, scale = ctx.state
+        xp = xp_of(logp)
+        num_classes = logp.shape[1]
+        eps = ctx.attrs.get("label_smoothing", 0.0)
+        coef = (validf * scale).astype(logp.dtype, copy=False)[:, None]
+        if STATE.enabled:
+            # Recording backward: the gradient must stay a function of the logits (softmax is differentiable).
+            q = _onehot(tc, num_classes, logp.dtype) * (1.0 - eps) + eps / num_classes
+            base = mul(sub(softmax(ctx.saved_inputs[0], 1), _const(q)), _const(coef))
+        else:
+            probs = xp.exp(logp)
+            if logp.ndim == 2:
+                probs[xp.arange(logp.shape[0]), tc] -= 1.0 - eps
+            else:
+                probs -= _onehot(tc, num_classes, logp.dtype) * (1.0 - eps)
+            if eps:
+                probs -= eps / num_classes
+            probs *= coef
+            base = _const(probs)
+        grads = [_times_grad(base, g, ctx.attrs.get("reduction", "mean"))]
+        return tuple(grads) if len(ctx.next) == 1 else (grads[0], None)
+
+
+@register
+class NllLoss(Op):
+    name = "nll_loss"
+    rule = "dX = -onehot(T) · dL / N"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, target: Any = None) -> Any:
+        t = _target(ctx, target)
+        xp = xp_of(x)
+        tc, validf, scale = _class_state(ctx, x, t)
+        loss = -xp.take_along_axis(x, tc[:, None], axis=1)[:, 0]
+        ctx.state = (tc, validf, scale, x.shape[1], x.dtype)
+        return _reduce_rows(loss, validf, scale, ctx.attrs.get("reduction", "mean"), x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        tc, validf, scale, num_classes, dtype = ctx.state
+        coef = (validf * (-scale)).astype(dtype, copy=False)[:, None]
+        base = _const(_onehot(tc, num_classes, dtype) * coef)
+        grad = _times_grad(base, g, ctx.attrs.get("reduction", "mean"))
+        return (grad,) if len(ctx.next) == 1 else (grad, None)
+
+
+def _class_loss(op: type, name: str, x: Tensor, target: Any, reduction: str, ignore_index: int,
+                extra: dict) -> Any:
+    _check_float(name, "input", x)
+    _check_reduction(name, reduction)
+    t = index_array(name, "target", target, x)
+    _check_target_shape(name, x, t)
+    _check_classes(name, t, x.shape[1], ignore_index)
+    attrs = {"reduction": reduction, "ignore_index": int(ignore_index), **extra, "target": IndexArg(t)}
+    return apply(op, (x,), attrs)
+
+
+def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", ignore_index: int = -100,
+                  label_smoothing: float = 0.0) -> Any:
+    """Softmax cross-entropy of `logits` [N, C] (or [N, C, d1, ...]) against int64 class indices [N] ([N, d1, ...]).
+
+    `reduction` 'mean' averages over rows whose target is not `ignore_index`; `label_smoothing` mixes the
+    one-hot target with the uniform distribution, as PyTorch does.
+
+    >>> from rtxviz import Tensor
+    >>> round(cross_entropy(Tensor.zeros([1, 4]), Tensor([2])).item(), 4)  # log 4
+    1.3863
+    """
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0 and 1, got {label_smoothing}")
+    extra = {"label_smoothing": float(label_smoothing)} if label_smoothing else {}
+    return _class_loss(CrossEntropy, "cross_entropy", logits, target, reduction, ignore_index, extra)
+
+
+def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean", ignore_index: int = -100) -> Any:
+    """Negative log-likelihood of log-probabilities [N, C] (e.g. from log_softmax) at int64 targets [N].
+
+    >>> from rtxviz import Tensor
+    >>> nll_loss(Tensor.from_slice([-1.0, -2.0], [1, 2]), Tensor([1])).item()
+    2.0
+    """
+    return _class_loss(NllLoss, "nll_loss", log_probs, target, reduction, ignore_index, {})
+
+
+# -- regression losses --------------------------------------------------------------------------------------------
+def _broadcast_check(op: str, a: Tensor, b: Tensor) -> None:
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"{op}: input shape {a.shape} and target shape {b.shape} do not broadcast") from None
+
+
+@register
+class MseLoss(Op):
+    name = "mse_loss"
+    rule = "dX = 2·(X - T)·dL / N, dT = -dX"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, t: Any) -> Any:
+        d = x - t
+        d *= d
+        red = ctx.attrs["reduction"]
+        if red == "none":
+            return d
+        return d.mean() if red == "mean" else d.sum()
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x, t = ctx.saved_inputs
+        diff = sub(x, t)
+        k = 2.0 / diff.data.size if ctx.attrs["reduction"] == "mean" else 2.0
+        gd = mul(diff, mul_scalar(g, k))
+        gx = sum_to(gd, x.shape) if ctx.next[0] is not None else None
+        gt = sum_to(neg(gd), t.shape) if ctx.next[1] is not None else None
+        return gx, gt
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:  # noqa: A002 - PyTorch's name
+    """Mean (or sum, or per-element) squared error; both arguments are differentiated.
+
+    >>> from rtxviz import Tensor
+    >>> mse_loss(Tensor.from_slice([1.0, 3.0], [2]), Tensor.zeros([2])).item()
+    5.0
+    """
+    _check_float("mse_loss", "input", input)
+    _check_float("mse_loss", "target", target)
+    _check_reduction("mse_loss", reduction)
+    _broadcast_check("mse_loss", input, target)
+    return apply(MseLoss, (input, target), {"reduction": reduction})
+
+
+def _reduce(loss: Any, reduction: str) -> Any:
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return _sum(loss)
+    return loss
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:  # noqa: A002
+    """Mean (or sum, or per-element) absolute error, composed of sub, abs and mean.
+
+    >>> from rtxviz import Tensor
+    >>> l1_loss(Tensor.from_slice([1.0, -3.0], [2]), Tensor.zeros([2])).item()
+    2.0
+    """
+    _check_float("l1_loss", "input", input)
+    _check_float("l1_loss", "target", target)
+    _check_reduction("l1_loss", reduction)
+    _broadcast_check("l1_loss", input, target)
+    return _reduce(_abs(sub(input, target)), reduction)
+
+
+def binary_cross_entropy_with_logits(logits: Tensor, target: Tensor, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Any:
+    """Sigmoid + binary cross-entropy in one stable expression: softplus(z) - z·y, or with `pos_weight` p,
+    (1 - y)·z + (1 + (p - 1)·y)·softplus(-z). Composed of elementwise ops (softplus never overflows).
+
+    >>> from rtxviz import Tensor
+    >>> round(binary_cross_entropy_with_logits(Tensor.zeros([2]), Tensor.ones([2])).item(), 4)  # log 2
+    0.6931
+    """
+    op = "binary_cross_entropy_with_logits"
+    _check_float(op, "input", logits)
+    _check_float(op, "target", target)
+    _check_reduction(op, reduction)
+    _broadcast_check(op, logits, target)
+    if pos_weight is None:
+        loss = sub(softplus(logits), mul(logits, target))
+    else:
+        _check_float(op, "pos_weight", pos_weight)
+        weight = _add(mul(sub(pos_weight, 1.0), target), 1.0)
+        loss = _add(mul(rsub_scalar(target, 1.0), logits), mul(weight, softplus(neg(logits))))
+    return _reduce(loss, reduction)

@@ -1,0 +1,63 @@
+"""Loss modules: thin Module forms of the functional losses, with PyTorch's `reduction` ("mean", "sum",
+"none"). Being Modules, the ops they run are tagged with their path (a loss called on its own is `model`;
+name it with `.name_as("loss")`).
+
+>>> from rtxviz import Tensor
+>>> MSELoss()(Tensor.from_slice([1.0, 3.0], [2]), Tensor.from_slice([0.0, 0.0], [2])).item()
+5.0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine.ops import nn as _F
+from .module import Module
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class _Loss(Module):
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        self.reduction = reduction
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}"
+
+
+class MSELoss(_Loss):
+    """mean((input - target)²)."""
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002 - PyTorch's names
+        return _F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """mean(|input - target|)."""
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return _F.l1_loss(input, target, reduction=self.reduction)
+
+
+class CrossEntropyLoss(_Loss):
+    """Softmax cross-entropy of logits [N, C] against int64 class indices [N]."""
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return _F.cross_entropy(input, target, reduction=self.reduction)
+
+
+class NLLLoss(_Loss):
+    """Negative log-likelihood of log-probabilities [N, C] against int64 class indices [N]."""
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return _F.nll_loss(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Binary cross-entropy on logits (a numerically stable sigmoid + BCE), targets in [0, 1]."""
+
+    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        return _F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)

@@ -1,0 +1,384 @@
+"""Module and Parameter: the containers a model is built from.
+
+Paths. Every module gets a qualified path made of the attribute names that lead to it from its root, the root
+being named ``"model"`` (or the name given to `Module.name_as`), e.g. ``model.layers.0.fc``. `Module.__call__`
+sets that path as the engine's current module scope, so every TapeNode recorded inside carries it in
+`node.module_path` (the visualisation groups large graphs by it). Parameters get `Variable.name` set to their
+qualified name (``model.fc1.weight``). Paths are computed once, on the first call of a root (or when a child is
+attached to a module whose path is already known), not on every call.
+
+>>> from rtxviz.nn import Linear, Sequential, ReLU
+>>> model = Sequential(Linear(4, 8), ReLU(), Linear(8, 2))
+>>> [name for name, _ in model.named_parameters()]
+['0.weight', '0.bias', '2.weight', '2.bias']
+>>> model.name_as("model")["0"].weight.name
+'model.0.weight'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..engine.errors import DTypeError, RtxvizError
+from ..engine.graph import module_scope
+from ..engine.tensor import Tensor
+from ..engine.variable import Variable
+
+ROOT_NAME = "model"
+
+
+class Parameter(Variable):
+    """A leaf Variable that a Module owns and an optimizer updates (requires_grad by default).
+
+    >>> p = Parameter(Tensor.zeros([2, 3]))
+    >>> p.requires_grad, p.is_leaf, p.shape
+    (True, True, (2, 3))
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data: Any, requires_grad: bool = True, name: str | None = None) -> None:
+        if isinstance(data, Tensor):
+            data = data.data
+        super().__init__(data, requires_grad=requires_grad, name=name)
+
+    def __repr__(self) -> str:
+        return "Parameter" + super().__repr__()[len("Variable"):]
+
+
+class StateDictError(RtxvizError, ValueError):
+    """A state dict (or saved file) that does not fit the model: missing or unexpected keys, shapes, dtypes."""
+
+
+class Module:
+    """Base class of every layer and model: subclass it, assign Parameters and Modules as attributes, and
+    implement `forward`. Call the module (not `forward`) so the ops it runs are tagged with its path.
+
+    >>> from rtxviz.nn import Linear
+    >>> class TwoLayer(Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.fc1 = Linear(3, 4)
+    ...         self.fc2 = Linear(4, 1)
+    ...     def forward(self, x):
+    ...         return self.fc2(self.fc1(x).relu())
+    >>> net = TwoLayer()
+    >>> net(Tensor.ones([2, 3])).shape
+    (2, 1)
+    >>> net.fc1.path, net.fc1.weight.name
+    ('model.fc1', 'model.fc1.weight')
+    """
+
+    # Set per instance in __init__; class-level defaults let a subclass that forgets super().__init__() fail
+    # with a clear message rather than an AttributeError deep inside.
+    _parameters: dict[str, Parameter | None]
+    _modules: dict[str, Module | None]
+    _buffers: dict[str, Tensor | None]
+
+    def __init__(self) -> None:
+        d = self.__dict__
+        d["_parameters"] = {}
+        d["_modules"] = {}
+        d["_buffers"] = {}
+        d["training"] = True
+        d["_path"] = None
+
+    # -- attribute registration -----------------------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        if "_parameters" not in d:
+            raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
+        params, modules, buffers = d["_parameters"], d["_modules"], d["_buffers"]
+        if isinstance(value, Parameter):
+            modules.pop(name, None)
+            buffers.pop(name, None)
+            d.pop(name, None)
+            params[name] = value
+            if d["_path"] is not None:
+                value.name = f"{d['_path']}.{name}"
+        elif isinstance(value, Module):
+            params.pop(name, None)
+            buffers.pop(name, None)
+            d.pop(name, None)
+            modules[name] = value
+            if d["_path"] is not None:
+                value._assign_paths(f"{d['_path']}.{name}")
+        elif name in params:
+            if value is not None:
+                raise TypeError(f"{type(self).__name__}.{name}: assign a Parameter (or None), got "
+                                f"{type(value).__name__}")
+            params[name] = None
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"{type(self).__name__}.{name}: assign a Module (or None), got {type(value).__name__}")
+            modules[name] = None
+        elif name in buffers:
+            buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: look in the registries.
+        d = self.__dict__
+        for registry in ("_parameters", "_modules", "_buffers"):
+            reg = d.get(registry)
+            if reg is not None and name in reg:
+                return reg[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        for registry in (self._parameters, self._modules, self._buffers):
+            if name in registry:
+                del registry[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add a parameter (or a None placeholder, e.g. a disabled bias) under `name`."""
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
+        """A non-trainable tensor that belongs to the module's state (saved, moved by `to`)."""
+        self.__dict__.pop(name, None)
+        self._buffers[name] = tensor
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        if module is None:
+            self._modules[name] = None
+        else:
+            setattr(self, name, module)
+
+    # -- paths --------------------------------------------------------------------------------------------
+    @property
+    def path(self) -> str | None:
+        """This module's qualified path (``model.layers.0``), or None before the root was first called."""
+        return self.__dict__["_path"]
+
+    def name_as(self, root: str = ROOT_NAME) -> Module:
+        """Make this module a root named `root`: (re)compute the paths of it, its children and parameter names.
+
+        >>> from rtxviz.nn import Linear
+        >>> Linear(2, 2).name_as("student").weight.name
+        'student.weight'
+        """
+        self._assign_paths(root)
+        return self
+
+    def _assign_paths(self, path: str) -> None:
+        stack = [(self, path)]
+        while stack:  # iterative: deep Sequentials need no recursion
+            mod, p = stack.pop()
+            mod.__dict__["_path"] = p
+            for pname, param in mod._parameters.items():
+                if param is not None:
+                    param.name = f"{p}.{pname}"
+            for cname, child in mod._modules.items():
+                if child is not None:
+                    stack.append((child, f"{p}.{cname}"))
+
+    # -- calling ------------------------------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}: implement forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        path = self.__dict__["_path"]
+        if path is None:
+            self._assign_paths(ROOT_NAME)
+            path = self.__dict__["_path"]
+        restore = module_scope(path)
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            restore()
+
+    # -- traversal ----------------------------------------------------------------------------------------
+    def children(self) -> Iterator[Module]:
+        for m in self._modules.values():
+            if m is not None:
+                yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """Every module of the tree, this one first (name ""), each once, in definition order."""
+        seen: set[int] = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, mod = stack.pop()
+            if id(mod) in seen:
+                continue
+            seen.add(id(mod))
+            yield name, mod
+            kids = [(f"{name}.{k}" if name else k, m) for k, m in mod._modules.items() if m is not None]
+            stack.extend(reversed(kids))
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(relative name, parameter) pairs, each parameter once (shared parameters are not repeated)."""
+        seen: set[int] = set()
+        mods = self.named_modules(prefix) if recurse else iter([(prefix, self)])
+        for mname, mod in mods:
+            for pname, p in mod._parameters.items():
+                if p is None or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                yield (f"{mname}.{pname}" if mname else pname), p
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        for mname, mod in self.named_modules(prefix):
+            for bname, b in mod._buffers.items():
+                if b is not None:
+                    yield (f"{mname}.{bname}" if mname else bname), b
+
+    def buffers(self) -> Iterator[Tensor]:
+        for _, b in self.named_buffers():
+            yield b
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # -- modes and gradients ------------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Training mode (dropout active); returns self."""
+        for m in self.modules():
+            m.__dict__["training"] = bool(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode (dropout off); returns self. Pair it with `no_grad()` for inference."""
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient (to None, or to zeros with set_to_none=False)."""
+        for p in self.parameters():
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = Variable.from_tensor(Tensor._wrap(p.grad.xp.zeros_like(p.data)), requires_grad=False)
+
+    def requires_grad_(self, flag: bool = True) -> Module:
+        for p in self.parameters():
+            p.requires_grad_(flag)
+        return self
+
+    # -- devices and dtypes -------------------------------------------------------------------------------
+    def to(self, device: Any = None, dtype: Any = None) -> Module:
+        """Move (and/or cast floating parameters) in place: the Parameter objects stay the same, so an
+        optimizer built before the move keeps working. Returns self.
+
+        >>> from rtxviz.nn import Linear
+        >>> Linear(2, 2).to(dtype="float64").weight.dtype.name
+        'float64'
+        """
+        for p in self.parameters():
+            p.data = Tensor._wrap(p.data).to(device, dtype if p.data.dtype.kind == "f" else None).data
+            if p.grad is not None:
+                g = Tensor._wrap(p.grad.data).to(device, dtype if p.grad.data.dtype.kind == "f" else None)
+                p.grad = Variable.from_tensor(g, requires_grad=False)
+        for mod in self.modules():
+            for name, b in mod._buffers.items():
+                if b is not None:
+                    mod._buffers[name] = b.to(device, dtype if b.data.dtype.kind == "f" else None)
+        return self
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> Module:
+        return self.to(f"cuda:{index}")
+
+    def double(self) -> Module:
+        return self.to(dtype="float64")
+
+    def float(self) -> Module:
+        return self.to(dtype="float32")
+
+    # -- state --------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Tensor]:
+        """Every parameter and buffer by relative name, as plain Tensors sharing the module's memory.
+
+        >>> from rtxviz.nn import Linear
+        >>> sorted(Linear(2, 3).state_dict())
+        ['bias', 'weight']
+        """
+        out: dict[str, Tensor] = {}
+        for name, p in self.named_parameters():
+            out[name] = Tensor._wrap(p.data)
+        for name, b in self.named_buffers():
+            out[name] = Tensor._wrap(b.data)
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> tuple[list[str], list[str]]:
+        """Copy values into the parameters and buffers, in place (on each one's own device).
+
+        Shapes and dtypes must match exactly; with `strict` the key sets must match too. Every problem is
+        checked before anything is written, so a refused load leaves the model unchanged. Returns
+        (missing_keys, unexpected_keys).
+        """
+        targets: dict[str, Tensor] = dict(self.named_parameters())
+        targets.update(self.named_buffers())
+        missing = [k for k in targets if k not in state]
+        unexpected = [k for k in state if k not in targets]
+        if strict and (missing or unexpected):
+            parts = []
+            if missing:
+                parts.append(f"missing keys {missing}")
+            if unexpected:
+                parts.append(f"unexpected keys {unexpected}")
+            raise StateDictError(f"load_state_dict({type(self).__name__}): " + "; ".join(parts))
+        arrays: dict[str, Any] = {}
+        for key, target in targets.items():
+            if key not in state:
+                continue
+            value = state[key]
+            arr = value.data if isinstance(value, Tensor) else value
+            if not hasattr(arr, "shape") or not hasattr(arr, "dtype"):
+                arr = np.asarray(arr)
+            if tuple(arr.shape) != tuple(target.shape):
+                raise StateDictError(
+                    f"load_state_dict({type(self).__name__}): shape mismatch for {key!r}: the model has "
+                    f"{tuple(target.shape)}, the state has {tuple(arr.shape)}"
+                )
+            if np.dtype(arr.dtype) != target.data.dtype:
+                raise DTypeError(
+                    f"load_state_dict({type(self).__name__}): dtype mismatch for {key!r}: the model has "
+                    f"{target.data.dtype}, the state has {np.dtype(arr.dtype)}; convert the model with "
+                    f".to(dtype=...) or the state first"
+                )
+            arrays[key] = arr
+        for key, arr in arrays.items():
+            target = targets[key]
+            target.data[...] = Tensor._wrap(arr).to(target.device).data
+        return missing, unexpected
+
+    # -- display ------------------------------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        kids = list(self.named_children())
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not kids:
+            return head + ")"
+        lines = [head]
+        for name, m in kids:
+            body = repr(m).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        return "\n".join(lines) + "\n)"
+

@@ -1,0 +1,66 @@
+"""Gradient utilities: clip_grad_norm_ and clip_grad_value_ (PyTorch's semantics).
+
+They work on `.grad` arrays directly and record no graph. Gradients are replaced by scaled copies rather
+than scaled in place: the engine may hand the same array to two leaves (e.g. both inputs of an add).
+
+>>> from rtxviz import Tensor
+>>> from rtxviz.nn import Parameter
+>>> p = Parameter(Tensor.zeros([2]))
+>>> p.grad = Parameter(Tensor.from_slice([3.0, 4.0], [2]), requires_grad=False)
+>>> round(clip_grad_norm_([p], 1.0).item(), 4), [round(v, 4) for v in p.grad.tolist()]
+(5.0, [0.6, 0.8])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from ..engine.tensor import Tensor
+from ..engine.variable import Variable
+
+
+def _with_grads(parameters: Iterable[Variable] | Variable) -> list[Variable]:
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p for p in parameters if p.grad is not None]
+
+
+def _set_grad(p: Variable, array: Any) -> None:
+    p.grad = Variable.from_tensor(Tensor._wrap(array), requires_grad=False)
+
+
+def clip_grad_norm_(parameters: Iterable[Variable] | Variable, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False) -> Tensor:
+    """Scale all gradients together so their joint `norm_type`-norm is at most `max_norm`.
+
+    As PyTorch: total = norm of the per-parameter norms; every gradient is multiplied by
+    min(1, max_norm / (total + 1e-6)). Returns the total norm (before clipping) as a 0-d Tensor.
+    """
+    params = _with_grads(parameters)
+    norm_type = float(norm_type)
+    if not params:
+        return Tensor.zeros([])
+    xp = params[0].grad.xp
+    grads = [p.grad.data for p in params]
+    if math.isinf(norm_type):
+        norms = [xp.abs(g).max() for g in grads]
+        total = xp.stack(norms).max()
+    else:
+        norms = [xp.linalg.norm(g.reshape(-1), ord=norm_type) for g in grads]
+        total = xp.linalg.norm(xp.stack(norms), ord=norm_type)
+    total_f = float(total)
+    if error_if_nonfinite and not math.isfinite(total_f):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is {total_f}")
+    coef = min(float(max_norm) / (total_f + 1e-6), 1.0)
+    for p, g in zip(params, grads, strict=True):
+        _set_grad(p, g * g.dtype.type(coef))
+    return Tensor._wrap(xp.asarray(total, dtype=grads[0].dtype))
+
+
+def clip_grad_value_(parameters: Iterable[Variable] | Variable, clip_value: float) -> None:
+    """Clamp every gradient element into [-clip_value, clip_value]."""
+    c = float(clip_value)
+    for p in _with_grads(parameters):
+        _set_grad(p, p.grad.xp.clip(p.grad.data, -c, c))

@@ -1,0 +1,140 @@
+"""Optimizer base: parameter groups, per-parameter state, zero_grad, state_dict / load_state_dict.
+
+Updates run on the raw arrays (`param.data`, `param.grad.data`) in place with the array's own module
+(numpy or cupy, via `xp_of`), so a step records no graph and the Parameter objects never change.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..engine.device import xp_of
+from ..engine.tensor import Tensor
+from ..engine.variable import Variable
+
+
+class Optimizer:
+    """Holds `param_groups` (a list of dicts: "params" plus hyperparameters) and `state` (per parameter).
+
+    `params` is an iterable of Variables, or of dicts with a "params" entry and per-group overrides, as in
+    PyTorch: ``SGD([{"params": body}, {"params": head, "lr": 0.1}], lr=0.01)``.
+    """
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        self.defaults = dict(defaults)
+        self.param_groups: list[dict[str, Any]] = []
+        self.state: dict[int, dict[str, Any]] = {}  # id(param) -> state
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: dict[str, Any]) -> None:
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        for i, p in enumerate(params):
+            if not isinstance(p, Variable):
+                raise TypeError(f"{type(self).__name__}: parameter {i} is a {type(p).__name__}, not a Variable")
+            if not p.is_leaf:
+                raise ValueError(f"{type(self).__name__}: parameter {i} is not a leaf (it was computed by an op); "
+                                 "optimize leaves only")
+            if id(p) in seen:
+                raise ValueError(f"{type(self).__name__}: parameter {i} appears in more than one group")
+            seen.add(id(p))
+        new = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}, "params": params}
+        self.param_groups.append(new)
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients of every parameter (to None by default, as PyTorch)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none or p.grad is None:
+                    p.grad = None
+                else:
+                    p.grad = Variable.from_tensor(Tensor._wrap(xp_of(p.data).zeros_like(p.data)),
+                                                  requires_grad=False)
+
+    def step(self) -> None:
+        """Update every parameter that has a gradient."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                st = self.state.get(id(p))
+                if st is None:
+                    st = self.state[id(p)] = {}
+                grad = g.data
+                if grad.dtype != p.data.dtype:
+                    grad = grad.astype(p.data.dtype)
+                self._update(p.data, grad, st, group)
+
+    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    # -- state ---------------------------------------------------------------------------------------------
+    def _params(self) -> list[Variable]:
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def state_dict(self) -> dict[str, Any]:
+        """{"state": {index: {name: numpy array or number}}, "param_groups": [hyperparameters + "params":
+        [indices]]}, indices counting parameters across groups in order, as PyTorch."""
+        index = {id(p): i for i, p in enumerate(self._params())}
+        state = {}
+        for pid, st in self.state.items():
+            if pid in index:
+                state[index[pid]] = {k: (Tensor._wrap(v).numpy().copy() if hasattr(v, "shape") and
+                                         not isinstance(v, np.generic) else v) for k, v in st.items()}
+        groups = []
+        for g in self.param_groups:
+            entry = {k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
+            entry["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(entry)
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore hyperparameters and per-parameter state (moved to each parameter's device and dtype)."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: the state has {len(groups)} parameter "
+                             f"group(s), this optimizer has {len(self.param_groups)}")
+        for i, (saved, mine) in enumerate(zip(groups, self.param_groups, strict=True)):
+            if len(saved["params"]) != len(mine["params"]):
+                raise ValueError(f"{type(self).__name__}.load_state_dict: group {i} has {len(saved['params'])} "
+                                 f"parameters in the state but {len(mine['params'])} here")
+        params = self._params()
+        self.state = {}
+        for key, st in state_dict["state"].items():
+            p = params[int(key)]
+            restored = {}
+            for name, v in st.items():
+                if hasattr(v, "shape") and not isinstance(v, np.generic) and getattr(v, "ndim", 0) > 0:
+                    arr = v.data if isinstance(v, Tensor) else v
+                    if tuple(arr.shape) != tuple(p.shape):
+                        raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} of parameter "
+                                         f"{key} has shape {tuple(arr.shape)}, the parameter has {p.shape}")
+                    v = Tensor._wrap(arr).to(p.device, p.data.dtype).data.copy()
+                restored[name] = v
+            self.state[id(p)] = restored
+        for saved, mine in zip(groups, self.param_groups, strict=True):
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = v
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        return "\n".join(lines) + "\n)"
