@@ -63,7 +63,8 @@ def _toposort(roots: Sequence[TapeNode]) -> list[TapeNode]:
 def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
     if prev is None:
         return new
-    if create_graph:
+    if create_graph or _hooks.ACTIVE:
+        # Through the add op: differentiable with create_graph, and visible to hooks (graph-cache capture).
         return prev + new
     return Variable._wrap(prev.data + new.data, None)
 
