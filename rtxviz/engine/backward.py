@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from . import hooks as _hooks
 from .errors import GraphError
 from .grad_mode import STATE
@@ -66,11 +68,16 @@ def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
     if create_graph or _hooks.ACTIVE:
         # Through the add op: differentiable with create_graph, and visible to hooks (graph-cache capture).
         return prev + new
-    return Variable._wrap(prev.data + new.data, None)
+    total = prev.data + new.data
+    if type(total) is not np.ndarray and isinstance(total, np.generic):
+        total = np.asarray(total)  # numpy returns a scalar for 0-d sums
+    return Variable._wrap(total, None)
 
 
 def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool) -> None:
     """Add one backward pass's gradient into `leaf.grad` (a fresh array: gradients are never updated in place)."""
+    if isinstance(g.data, np.generic):
+        g = Variable._wrap(np.asarray(g.data), g._node)
     if not create_graph and not g.data.flags.writeable:
         g = Variable._wrap(g.data.copy(), None)  # broadcast views are read-only: own the gradient
     if g.data.dtype != leaf.data.dtype:

@@ -119,7 +119,7 @@ _cuda_devices: dict[int, Device] = {}
 
 def device_of(array: Any) -> Device:
     """The Device an ndarray lives on."""
-    if type(array) is np.ndarray:
+    if type(array) is np.ndarray or isinstance(array, np.generic):
         return CPU
     dev_id = array.device.id
     dev = _cuda_devices.get(dev_id)
@@ -130,7 +130,7 @@ def device_of(array: Any) -> Device:
 
 def xp_of(array: Any) -> ModuleType:
     """numpy for numpy arrays, cupy for cupy arrays: the one seam every kernel goes through."""
-    if type(array) is np.ndarray:
+    if type(array) is np.ndarray or isinstance(array, np.generic):
         return np
     return _import_cupy()
 

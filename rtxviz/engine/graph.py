@@ -145,7 +145,10 @@ def _describe(inputs: Sequence[Tensor]) -> str:
 
 
 def _check_compatible(op: Any, inputs: Sequence[Tensor]) -> None:
-    """Every tensor input of an op must share dtype and device."""
+    """Every tensor input of an op must share dtype and device (the slow path of `apply`'s check)."""
+    for t in inputs:
+        if isinstance(t.data, np.generic):  # numpy hands back scalars for 0-d results: make them arrays again
+            t.data = np.asarray(t.data)
     first = inputs[0].data
     for t in inputs[1:]:
         d = t.data
@@ -274,7 +277,7 @@ class BackwardContext:
         self.input_shapes: tuple[tuple[int, ...], ...] = ()
 
     def save_for_backward(self, *tensors: Tensor) -> None:
-        self._saved = tuple(t.tensor if isinstance(t, Tensor) else t for t in tensors)
+        self._saved = tuple(tensors)
 
     @property
     def saved_tensors(self) -> tuple:
@@ -328,8 +331,11 @@ class BackwardFunction:
         if "ctx" not in self.__dict__:
             self.ctx = BackwardContext()
         ins = [as_tensor_like(x, inputs[0] if isinstance(inputs[0], Tensor) else None) for x in inputs]
+        # A differentiable function sees the Variables themselves (its saved tensors keep their graph links,
+        # so a second derivative flows through them); any other sees plain Tensors.
+        args = ins if self.differentiable else [t.tensor for t in ins]
         with no_grad():
-            out = self.forward(self.ctx, *[t.tensor for t in ins])
+            out = self.forward(self.ctx, *args)
         if not isinstance(out, Tensor):
             raise TypeError(f"{self.name}.forward must return a Tensor, got {type(out).__name__}")
         return record_operation(ins, out, self)
