@@ -6,18 +6,22 @@ from . import ops  # noqa: F401 - attaches op methods to Tensor
 from .backward import grad, run_backward
 from .device import Device, cuda_is_available
 from .errors import DeviceError, DimError, DTypeError, GraphError, RtxvizError, ShapeError
+from .functional import HessianComputer, JacobianComputer, hessian, hvp, jacobian, jvp, vjp
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .gradcheck import GradCheckResult, GradientChecker, gradcheck, gradgradcheck
 from .graph import AutogradTape, BackwardContext, BackwardFunction, Op, TapeNode, apply, record_operation
 from .hooks import EngineHook, add_hook, remove_hook
 from .memory import memory_stats, reset_peak_memory_stats
+from .ops.shape import cat, stack, where
 from .random import manual_seed
 from .tensor import Tensor
 from .variable import Variable
 
 __all__ = [
     "AutogradTape", "BackwardContext", "BackwardFunction", "Device", "DeviceError", "DimError", "DTypeError",
-    "EngineHook", "GraphError", "Op", "RtxvizError", "ShapeError", "TapeNode", "Tensor", "Variable", "add_hook",
-    "apply", "cuda_is_available", "enable_grad", "grad", "is_grad_enabled", "manual_seed", "no_grad",
-    "memory_stats", "record_operation", "remove_hook", "reset_peak_memory_stats", "run_backward",
-    "set_grad_enabled",
+    "EngineHook", "GradCheckResult", "GradientChecker", "GraphError", "HessianComputer", "JacobianComputer", "Op",
+    "RtxvizError", "ShapeError", "TapeNode", "Tensor", "Variable", "add_hook", "apply", "cat",
+    "cuda_is_available", "enable_grad", "grad", "gradcheck", "gradgradcheck", "hessian", "hvp",
+    "is_grad_enabled", "jacobian", "jvp", "manual_seed", "memory_stats", "no_grad", "record_operation",
+    "remove_hook", "reset_peak_memory_stats", "run_backward", "set_grad_enabled", "stack", "vjp", "where",
 ]
