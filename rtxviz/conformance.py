@@ -376,14 +376,15 @@ OP_TABLE: dict[str, Callable[[list, dict], Any]] = {
 
 
 def dispatch(op: str, args: Sequence[Any], attrs: dict) -> Any:
-    """Run one program step. Ops outside the table are tried as a method of the first argument (attrs as
-    keywords), so a newer file's op works when the engine spells it the PyTorch way."""
+    """Run one program step. Ops outside the table are tried as a method of the first argument, then as a
+    function of the engine (tensor args positional, attrs as keywords), so a newer file's op works when the
+    engine spells it the PyTorch way; otherwise UnsupportedOp."""
     entry = OP_TABLE.get(op)
     if entry is not None:
         return entry(list(args), attrs)
-    if not args:
-        raise UnsupportedOp(op)
-    return _method(args[0], op)(*args[1:], **attrs)
+    if args and callable(getattr(args[0], op, None)):
+        return getattr(args[0], op)(*args[1:], **attrs)
+    return _function(op)(*args, **attrs)
 
 
 # -- running one case -----------------------------------------------------------------------------------------

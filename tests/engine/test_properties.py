@@ -66,7 +66,8 @@ def broadcast_partner(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[int, ...
     """A shape that broadcasts with `shape`: trailing dims kept or set to 1, maybe fewer or more dims."""
     keep = draw(st.integers(0, len(shape)))
     tail = [d if draw(st.booleans()) else 1 for d in shape[len(shape) - keep:]]
-    extra = draw(st.lists(st.integers(1, 2), max_size=1 if len(shape) < 3 else 0))
+    # leading dims beyond `shape` only when every dim of `shape` is matched, or they would misalign
+    extra = draw(st.lists(st.integers(1, 2), max_size=1 if keep == len(shape) < 3 else 0))
     return tuple(extra + tail)
 
 
@@ -98,7 +99,7 @@ BINARY: dict[str, Callable] = {
 
 
 @given(data=st.data())
-@SETTINGS
+@settings(SETTINGS, max_examples=60)
 def test_random_elementwise_compositions(data: st.DataObject) -> None:
     """A chain of unary and broadcasting binary ops, each binary op bringing a new leaf of a partner shape."""
     base = data.draw(shapes, label="shape")
@@ -266,7 +267,7 @@ def test_random_nn_ops(op: str, data: st.DataObject) -> None:
 ZERO_D = {
     "abs": lambda x: x.abs(), "relu": lambda x: x.relu(), "elu": lambda x: x.elu(alpha=1.0),
     "leaky_relu": lambda x: x.leaky_relu(negative_slope=0.1), "maximum": lambda x: x.maximum(x * 0.5),
-    "minimum": lambda x: x.minimum(x * 2.0), "clamp": lambda x: x.clamp(min=-1.0, max=1.0),
+    "minimum": lambda x: x.minimum(x * 0.5), "clamp": lambda x: x.clamp(min=-1.0, max=1.0),
     "self_mul": lambda x: x * x, "pow_self": lambda x: x.pow(x), "mul_then_square": lambda x: (x * x).tanh() * x,
 }
 ZERO_D_GRAD = {  # closed forms at x = 0.7

@@ -407,12 +407,16 @@ class Narrow(Op):
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
-        ctx.state = x.shape
-        return x[ctx.attrs["key"]]
+        a = ctx.attrs
+        start = a["start"]
+        key = (slice(None),) * a["dim"] + (slice(start, start + a["length"]),)
+        ctx.state = (x.shape, key)
+        return x[key]
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        return (_scatter(g, ctx.attrs["key"], ctx.state, True),)
+        shape, key = ctx.state
+        return (_scatter(g, key, shape, True),)
 
 
 @tensor_method("narrow")
@@ -436,8 +440,7 @@ def narrow(x: Any, dim: int, start: int, length: int) -> Any:
     if length < 0 or start + length > size:
         raise ShapeError(f"narrow: start {start} + length {length} exceeds dim {d} of size {size} "
                          f"(shape {x.shape})")
-    key = (slice(None),) * d + (slice(start, start + length),)
-    return apply(Narrow, (x,), {"dim": d, "start": start, "length": length, "key": key})
+    return apply(Narrow, (x,), {"dim": d, "start": start, "length": length})
 
 
 @tensor_method("split")
@@ -618,9 +621,11 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
 
 # -- where / masked_fill -----------------------------------------------------------------------------------
 def _mask_array(op: str, mask: Any, like: Any) -> Any:
-    arr = _index_array(op, mask, like)
-    if arr.dtype.kind != "b":
-        raise DTypeError(f"{op}: the condition/mask must be a bool tensor, got dtype {arr.dtype}")
+    dtype = getattr(mask.data if isinstance(mask, Tensor) else mask, "dtype", None)
+    arr = _index_array(op, mask, like) if dtype is None or dtype.kind == "b" else None
+    if arr is None or arr.dtype.kind != "b":
+        got = dtype if dtype is not None else arr.dtype
+        raise DTypeError(f"{op}: the condition/mask must be a bool tensor, got dtype {got}")
     return arr
 
 
