@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import ops  # noqa: F401 - attaches op methods to Tensor
 from .backward import grad, run_backward
+from .checkpoint import CheckpointError, CheckpointManager, CheckpointStrategy, checkpoint, checkpoint_sequential
 from .device import Device, cuda_is_available
 from .errors import DeviceError, DimError, DTypeError, GraphError, RtxvizError, ShapeError
 from .functional import HessianComputer, JacobianComputer, hessian, hvp, jacobian, jvp, vjp
@@ -18,7 +19,8 @@ from .tensor import Tensor
 from .variable import Variable
 
 __all__ = [
-    "AutogradTape", "BackwardContext", "BackwardFunction", "Device", "DeviceError", "DimError", "DTypeError",
+    "AutogradTape", "BackwardContext", "BackwardFunction", "CheckpointError", "CheckpointManager",
+    "CheckpointStrategy", "checkpoint", "checkpoint_sequential", "Device", "DeviceError", "DimError", "DTypeError",
     "EngineHook", "GradCheckResult", "GradientChecker", "GraphError", "HessianComputer", "JacobianComputer", "Op",
     "RtxvizError", "ShapeError", "TapeNode", "Tensor", "Variable", "add_hook", "apply", "cat",
     "cuda_is_available", "enable_grad", "grad", "gradcheck", "gradgradcheck", "hessian", "hvp",
