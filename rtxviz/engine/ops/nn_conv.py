@@ -11,11 +11,13 @@ forward are handed to the weight gradient instead of being rebuilt.
 
 im2col lays the columns out as [N, C, kh, kw, Ho, Wo]: each kernel offset (i, j) is one strided slice copy of
 the padded input, and the output [N, O, Ho·Wo] comes straight out of W[O, C·kh·kw] @ cols[N, C·kh·kw, Ho·Wo]
-already in NCHW order (no transpose copy). col2im adds the slices back, one kernel offset at a time.
+already in NCHW order (no transpose copy). col2im adds the slices back, one kernel offset at a time (at
+stride 1 as contiguous runs of "wide rows", see `Plan`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ..device import xp_of
@@ -60,65 +62,117 @@ def window(xpad: Any, i: int, j: int, ho: int, wo: int, stride: Pair, dilation: 
     return xpad[:, :, hi:hi + stride[0] * (ho - 1) + 1:stride[0], wj:wj + stride[1] * (wo - 1) + 1:stride[1]]
 
 
-def im2col(x: Any, kh: int, kw: int, stride: Pair, padding: Pair, dilation: Pair, ho: int, wo: int) -> Any:
-    """Columns [N, C, kh, kw, ho, wo]: one strided copy per kernel offset."""
-    xpad = pad2d(x, *padding)
-    n, c = x.shape[:2]
-    cols = xp_of(x).empty((n, c, kh, kw, ho, wo), dtype=x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = window(xpad, i, j, ho, wo, stride, dilation)
+class Plan:
+    """The geometry of one convolution, and the column layout its kernels use.
+
+    col2im at stride 1 uses the "wide row" layout (`wide=True`): each column row spans the full padded width wp
+    instead of wo, so every kernel offset is one contiguous run of the flattened padded image, added in one
+    fast pass instead of ho short strided rows. The output gradient is widened with zeros, so the wp - wo extra
+    positions add nothing. im2col keeps the narrow layout: there strided copies beat copy-then-crop.
+    """
+
+    __slots__ = ("n", "c", "h", "w", "o", "kh", "kw", "stride", "padding", "dilation", "groups", "ho", "wo",
+                 "hp", "wp", "wide", "rw", "slack")
+
+    def __init__(self, x_shape: tuple, w_shape: tuple, stride: Pair, padding: Pair, dilation: Pair,
+                 groups: int, wide: bool = False) -> None:
+        self.n, self.c, self.h, self.w = x_shape
+        self.o, _, self.kh, self.kw = w_shape
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.ho = out_size(self.h, self.kh, stride[0], padding[0], dilation[0])
+        self.wo = out_size(self.w, self.kw, stride[1], padding[1], dilation[1])
+        self.hp, self.wp = self.h + 2 * padding[0], self.w + 2 * padding[1]
+        self.wide = wide and stride == (1, 1)
+        self.rw = self.wp if self.wide else self.wo
+        self.slack = (self.kw - 1) * dilation[1]  # the last offset's run overshoots the image by this much
+
+    def offsets(self) -> Iterator[tuple[int, int, int]]:
+        for i in range(self.kh):
+            for j in range(self.kw):
+                yield i, j, i * self.dilation[0] * self.wp + j * self.dilation[1]
+
+    def flat_buffer(self, xp: Any, dtype: Any) -> tuple[Any, Any]:
+        """A zero [n, c, hp·wp + slack] buffer and its [n, c, h, w] interior view."""
+        buf = xp.zeros((self.n, self.c, self.hp * self.wp + self.slack), dtype=dtype)
+        ph, pw = self.padding
+        inner = buf[:, :, :self.hp * self.wp].reshape(self.n, self.c, self.hp, self.wp)
+        return buf, inner[:, :, ph:ph + self.h, pw:pw + self.w]
+
+
+def im2col(pl: Plan, x: Any) -> Any:
+    """Columns [n, c, kh, kw, ho·wo]: one strided copy per kernel offset (narrow layout only)."""
+    cols = xp_of(x).empty((pl.n, pl.c, pl.kh, pl.kw, pl.ho * pl.wo), dtype=x.dtype)
+    xpad = pad2d(x, *pl.padding)
+    cols6 = cols.reshape(pl.n, pl.c, pl.kh, pl.kw, pl.ho, pl.wo)
+    for i in range(pl.kh):
+        for j in range(pl.kw):
+            cols6[:, :, i, j] = window(xpad, i, j, pl.ho, pl.wo, pl.stride, pl.dilation)
     return cols
 
 
-def col2im(cols: Any, x_shape: tuple, stride: Pair, padding: Pair, dilation: Pair) -> Any:
-    """The adjoint of im2col: add each kernel offset's slice back into a zero image of shape `x_shape`."""
-    n, c, h, w = x_shape
-    _, _, kh, kw, ho, wo = cols.shape
-    ph, pw = padding
+def col2im(pl: Plan, cols: Any) -> Any:
+    """The adjoint of im2col: add each kernel offset's columns back into a zero image [n, c, h, w]."""
     xp = xp_of(cols)
-    dx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            window(dx, i, j, ho, wo, stride, dilation)[...] += cols[:, :, i, j]
+    cols = cols.reshape(pl.n, pl.c, pl.kh, pl.kw, pl.ho * pl.rw)
+    if pl.wide:
+        buf, inner = pl.flat_buffer(xp, cols.dtype)
+        run = pl.ho * pl.wp
+        for i, j, off in pl.offsets():
+            buf[:, :, off:off + run] += cols[:, :, i, j]
+        return xp.ascontiguousarray(inner)
+    ph, pw = pl.padding
+    dx = xp.zeros((pl.n, pl.c, pl.hp, pl.wp), dtype=cols.dtype)
+    cols6 = cols.reshape(pl.n, pl.c, pl.kh, pl.kw, pl.ho, pl.wo)
+    for i in range(pl.kh):
+        for j in range(pl.kw):
+            window(dx, i, j, pl.ho, pl.wo, pl.stride, pl.dilation)[...] += cols6[:, :, i, j]
     if ph or pw:
-        dx = xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
+        dx = xp.ascontiguousarray(dx[:, :, ph:ph + pl.h, pw:pw + pl.w])
     return dx
 
 
-def _conv_forward(x: Any, w: Any, stride: Pair, padding: Pair, dilation: Pair, groups: int) -> tuple[Any, Any]:
-    n, _, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    ho, wo = out_size(h, kh, stride[0], padding[0], dilation[0]), out_size(wd, kw, stride[1], padding[1], dilation[1])
-    cols = im2col(x, kh, kw, stride, padding, dilation, ho, wo)
-    k, p = cg * kh * kw, ho * wo
-    if groups == 1:
-        out = w.reshape(o, k) @ cols.reshape(n, k, p)
+def _widen(pl: Plan, g: Any) -> Any:
+    """The output gradient in the column layout [n, o, ho·rw] (zeros in the wide rows' extra positions)."""
+    if not pl.wide or pl.rw == pl.wo:
+        return g.reshape(pl.n, pl.o, pl.ho * pl.rw)
+    gw = xp_of(g).zeros((pl.n, pl.o, pl.ho, pl.rw), dtype=g.dtype)
+    gw[..., :pl.wo] = g
+    return gw.reshape(pl.n, pl.o, pl.ho * pl.rw)
+
+
+def _w_mat(pl: Plan, w: Any) -> Any:
+    k = w.size // pl.o
+    return w.reshape(pl.o, k) if pl.groups == 1 else w.reshape(pl.groups, pl.o // pl.groups, k)
+
+
+def _conv_forward(pl: Plan, x: Any, w: Any) -> tuple[Any, Any]:
+    cols = im2col(pl, x)
+    n, g, p = pl.n, pl.groups, pl.ho * pl.rw
+    if g == 1:
+        out = _w_mat(pl, w) @ cols.reshape(n, -1, p)
     else:
-        out = w.reshape(groups, o // groups, k) @ cols.reshape(n, groups, k, p)
-    return out.reshape(n, o, ho, wo), cols
+        out = _w_mat(pl, w) @ cols.reshape(n, g, -1, p)
+    return out.reshape(n, pl.o, pl.ho, pl.wo), cols
 
 
-def _weight_grad(cols: Any, g: Any, w_shape: tuple, groups: int) -> Any:
-    o, cg, kh, kw = w_shape
-    n, _, ho, wo = g.shape
-    k, p = cg * kh * kw, ho * wo
-    if groups == 1:
-        gw = (g.reshape(n, o, p) @ cols.reshape(n, k, p).swapaxes(-1, -2)).sum(axis=0)
+def _weight_grad(pl: Plan, cols: Any, g: Any, w_shape: tuple) -> Any:
+    n, grp, p = pl.n, pl.groups, pl.ho * pl.rw
+    gw = _widen(pl, g)
+    if grp == 1:
+        out = (gw @ cols.reshape(n, -1, p).swapaxes(-1, -2)).sum(axis=0)
     else:
-        gw = (g.reshape(n, groups, o // groups, p) @ cols.reshape(n, groups, k, p).swapaxes(-1, -2)).sum(axis=0)
-    return gw.reshape(w_shape)
+        out = (gw.reshape(n, grp, -1, p) @ cols.reshape(n, grp, -1, p).swapaxes(-1, -2)).sum(axis=0)
+    return out.reshape(w_shape)
 
 
-def _input_grad(g: Any, w: Any, x_shape: tuple, stride: Pair, padding: Pair, dilation: Pair, groups: int) -> Any:
-    o, cg, kh, kw = w.shape
-    n, _, ho, wo = g.shape
-    k, p = cg * kh * kw, ho * wo
-    if groups == 1:
-        dcols = w.reshape(o, k).T @ g.reshape(n, o, p)
+def _input_grad(pl: Plan, g: Any, w: Any) -> Any:
+    n, grp, p = pl.n, pl.groups, pl.ho * pl.rw
+    gw = _widen(pl, g)
+    if grp == 1:
+        dcols = _w_mat(pl, w).T @ gw
     else:
-        dcols = w.reshape(groups, o // groups, k).swapaxes(-1, -2) @ g.reshape(n, groups, o // groups, p)
-    return col2im(dcols.reshape(n, x_shape[1], kh, kw, ho, wo), x_shape, stride, padding, dilation)
+        dcols = _w_mat(pl, w).swapaxes(-1, -2) @ gw.reshape(n, grp, -1, p)
+    return col2im(pl, dcols)
 
 
 class _Cached:
@@ -145,8 +199,8 @@ class Conv2d(Op):
 
     @staticmethod
     def forward(ctx: Any, x: Any, w: Any, b: Any = None) -> Any:
-        stride, padding, dilation, groups = _geom(ctx.attrs)
-        out, cols = _conv_forward(x, w, stride, padding, dilation, groups)
+        pl = Plan(x.shape, w.shape, *_geom(ctx.attrs))
+        out, cols = _conv_forward(pl, x, w)
         if b is not None:
             out += b.reshape(1, -1, 1, 1)
         ctx.state = cols
@@ -178,9 +232,9 @@ class Conv2dGradInput(Op):
 
     @staticmethod
     def forward(ctx: Any, g: Any, w: Any) -> Any:
-        stride, padding, dilation, groups = _geom(ctx.attrs)
-        x_shape = (g.shape[0], w.shape[1] * groups, *ctx.attrs["input_size"])
-        return _input_grad(g, w, x_shape, stride, padding, dilation, groups)
+        geom = _geom(ctx.attrs)
+        x_shape = (g.shape[0], w.shape[1] * geom[3], *ctx.attrs["input_size"])
+        return _input_grad(Plan(x_shape, w.shape, *geom, wide=True), g, w)
 
     @staticmethod
     def backward(ctx: Any, h: Any) -> tuple:
@@ -201,12 +255,12 @@ class Conv2dGradWeight(Op):
 
     @staticmethod
     def forward(ctx: Any, x: Any, g: Any) -> Any:
-        stride, padding, dilation, groups = _geom(ctx.attrs)
-        kh, kw = ctx.attrs["kernel_size"]
-        w_shape = (g.shape[1], x.shape[1] // groups, kh, kw)
+        geom = _geom(ctx.attrs)
+        w_shape = (g.shape[1], x.shape[1] // geom[3], *ctx.attrs["kernel_size"])
+        pl = Plan(x.shape, w_shape, *geom)
         cached = ctx.attrs.get("cols")
-        cols = cached.cols if cached is not None else im2col(x, kh, kw, stride, padding, dilation, *g.shape[2:])
-        return _weight_grad(cols, g, w_shape, groups)
+        cols = cached.cols if cached is not None else im2col(pl, x)
+        return _weight_grad(pl, cols, g, w_shape)
 
     @staticmethod
     def backward(ctx: Any, h: Any) -> tuple:

@@ -19,8 +19,8 @@ from ..grad_mode import STATE
 from ..graph import Op, apply
 from ..tensor import Tensor
 from ._base import register
-from .arithmetic import mul, mul_scalar, neg, rsub_scalar, sub
 from .arithmetic import add as _add
+from .arithmetic import mul, mul_scalar, neg, rsub_scalar, sub
 from .broadcast import sum_to
 from .nn_norm import softmax
 from .reduction import mean
