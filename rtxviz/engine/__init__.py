@@ -11,6 +11,15 @@ from .functional import HessianComputer, JacobianComputer, hessian, hvp, jacobia
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import GradCheckResult, GradientChecker, gradcheck, gradgradcheck
 from .graph import AutogradTape, BackwardContext, BackwardFunction, Op, TapeNode, apply, record_operation
+from .graph_cache import (
+    CachedGraph,
+    GraphCacheError,
+    cache_graph,
+    get_cached_graph,
+    graph_cache_stats,
+    init_graph_cache,
+    run_cached,
+)
 from .hooks import EngineHook, add_hook, remove_hook
 from .memory import memory_stats, reset_peak_memory_stats
 from .ops.shape import cat, stack, where
@@ -20,7 +29,9 @@ from .variable import Variable
 
 __all__ = [
     "AutogradTape", "BackwardContext", "BackwardFunction", "CheckpointError", "CheckpointManager",
-    "CheckpointStrategy", "checkpoint", "checkpoint_sequential", "Device", "DeviceError", "DimError", "DTypeError",
+    "CheckpointStrategy", "checkpoint", "checkpoint_sequential", "CachedGraph", "GraphCacheError", "cache_graph",
+    "get_cached_graph", "graph_cache_stats", "init_graph_cache", "run_cached", "Device", "DeviceError", "DimError",
+    "DTypeError",
     "EngineHook", "GradCheckResult", "GradientChecker", "GraphError", "HessianComputer", "JacobianComputer", "Op",
     "RtxvizError", "ShapeError", "TapeNode", "Tensor", "Variable", "add_hook", "apply", "cat",
     "cuda_is_available", "enable_grad", "grad", "gradcheck", "gradgradcheck", "hessian", "hvp",

@@ -134,14 +134,12 @@ class _Extremum(Op):
 
     @classmethod
     def backward(cls, ctx: Any, g: Any) -> tuple:
+        # The 0 / ½ / 1 weights are computed by the mask_mul op from A and B (not as a raw array here), so a
+        # graph-cache replay recomputes them from the new values.
         a, b = ctx.saved_inputs
-        ad, bd = a.data, b.data
-        wins_a = cls._wins(ad, bd)
-        ties = ad == bd
-        w_a = (wins_a + 0.5 * ties).astype(ad.dtype)
-        w_b = (1.0 - w_a).astype(ad.dtype)
-        ga = mul(g, Tensor._wrap(w_a)) if ctx.next[0] is not None else None
-        gb = mul(g, Tensor._wrap(w_b)) if ctx.next[1] is not None else None
+        kind = cls._mask_kinds
+        ga = mask_mul(g, (a, b), kind[0]) if ctx.next[0] is not None else None
+        gb = mask_mul(g, (a, b), kind[1]) if ctx.next[1] is not None else None
         return _unbroadcast(ctx, ga, gb)
 
 
@@ -149,6 +147,7 @@ class _Extremum(Op):
 class Maximum(_Extremum):
     name = "maximum"
     rule = "dA = dC · [A > B], dB = dC · [B > A] (ties split)"
+    _mask_kinds = ("max_a", "max_b")
 
     @staticmethod
     def _pick(a: Any, b: Any) -> Any:
@@ -165,6 +164,7 @@ class Maximum(_Extremum):
 class Minimum(_Extremum):
     name = "minimum"
     rule = "dA = dC · [A < B], dB = dC · [B < A] (ties split)"
+    _mask_kinds = ("min_a", "min_b")
 
     @staticmethod
     def _pick(a: Any, b: Any) -> Any:
@@ -175,6 +175,70 @@ class Minimum(_Extremum):
     @staticmethod
     def _wins(a: Any, b: Any) -> Any:
         return a < b
+
+
+def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
+    """The piecewise-constant factor m(X) of a derivative, as bool or float array (never a new dtype)."""
+    x = xs[0]
+    if kind == "pos":
+        return x > 0
+    if kind == "nonpos":
+        return x <= 0
+    if kind == "lt":
+        return x < attrs["value"]
+    if kind == "sign":
+        return _xp(x).sign(x)
+    if kind == "leaky":
+        one = x.dtype.type(1.0)
+        return _xp(x).where(x > 0, one, x.dtype.type(attrs["slope"]))
+    if kind == "inside":
+        lo, hi = attrs["min"], attrs["max"]
+        if lo is None:
+            return x <= hi
+        if hi is None:
+            return x >= lo
+        return (x >= lo) & (x <= hi)
+    a, b = xs
+    dt = a.dtype.type
+    w_a = (a > b if kind[:3] == "max" else a < b).astype(a.dtype)
+    w_a += (a == b) * dt(0.5)  # ties split half and half, as PyTorch (0, ½, 1 are exact in any float)
+    return w_a if kind[-1] == "a" else dt(1.0) - w_a
+
+
+def _xp(a: Any) -> Any:
+    from ..device import xp_of
+
+    return xp_of(a)
+
+
+@register
+class MaskMul(Op):
+    """dY · m(X) for a factor m that is piecewise constant in X: the masks of relu, abs, clamp, leaky_relu,
+    maximum... Built by this op rather than as a raw array inside the rule, so that it is recomputed from X
+    wherever the rule's ops are replayed (the graph cache); its derivative in X is zero almost everywhere."""
+
+    name = "mask_mul"
+    rule = "dG = dZ · m(X), dX = 0  (m piecewise constant: [X > 0], sign(X), ...)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, *xs: Any) -> Any:
+        return g * _mask(ctx.attrs["kind"], ctx.attrs, xs)
+
+    @staticmethod
+    def backward(ctx: Any, h: Any) -> tuple:
+        ins = ctx.saved_inputs
+        gh = apply(MaskMul, (h, *ins[1:]), ctx.attrs) if ctx.next[0] is not None else None
+        return (gh,) + (None,) * (len(ins) - 1)
+
+
+def mask_mul(g: Any, xs: tuple, kind: str, **params: Any) -> Any:
+    """g · m(xs) with m one of the masks of `_mask` ("pos", "nonpos", "lt", "sign", "leaky", "inside",
+    "max_a"/"max_b"/"min_a"/"min_b"); `params` are its constants (value, slope, min, max)."""
+    return apply(MaskMul, (g, *xs), {"kind": kind, **params} if params else _KIND_ATTRS[kind])
+
+
+_KIND_ATTRS = {k: {"kind": k} for k in ("pos", "nonpos", "sign", "max_a", "max_b", "min_a", "min_b")}
 
 
 @register

@@ -9,11 +9,11 @@ from ..device import xp_of
 from ..graph import Op, apply
 from ..tensor import Tensor
 from ._base import register, tensor_method, unary
-from .arithmetic import add_scalar, div, mul, mul_scalar, neg, rsub_scalar
+from .arithmetic import add_scalar, div, mask_mul, mul, mul_scalar, neg, rsub_scalar
 
 
 def _const(array: Any) -> Tensor:
-    """A constant (no-gradient) tensor inside a rule: masks and slopes are constant almost everywhere."""
+    """A no-gradient view of an array the op itself produced (its output): masks built from it come from ops."""
     return Tensor._wrap(array)
 
 
@@ -74,8 +74,7 @@ class Abs(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        x = ctx.saved_inputs[0].data
-        return (mul(g, _const(xp_of(x).sign(x))),)
+        return (mask_mul(g, ctx.saved_inputs, "sign"),)
 
 
 @register
@@ -129,8 +128,9 @@ class Relu(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        y = ctx.out_data
-        return (mul(g, _const((y > 0).astype(y.dtype))),)
+        # [Y > 0] equals [X > 0]; the mask is made by an op (mask_mul), never a raw array, so cached replays
+        # recompute it from the new values.
+        return (mask_mul(g, (_const(ctx.out_data),), "pos"),)
 
 
 @register
@@ -298,9 +298,7 @@ class LeakyRelu(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        x = ctx.saved_inputs[0].data
-        slope = ctx.attrs["negative_slope"]
-        return (mul(g, _const(xp_of(x).where(x > 0, 1.0, slope).astype(x.dtype))),)
+        return (mask_mul(g, ctx.saved_inputs, "leaky", slope=ctx.attrs["negative_slope"]),)
 
 
 @register
@@ -318,10 +316,9 @@ class Elu(Op):
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
         x = ctx.saved_inputs[0]
-        xd = x.data
-        pos = _const((xd > 0).astype(xd.dtype))
-        neg_part = mul(mul_scalar(exp(minimum_scalar(x, 0.0)), ctx.attrs["alpha"]), _const((xd <= 0).astype(xd.dtype)))
-        return (mul(g, add(pos, neg_part)),)
+        # dY·[X > 0] + dY·α·exp(min(X, 0))·[X ≤ 0]: masks by mask_mul, the exp part stays differentiable.
+        neg_part = mul(g, mul_scalar(exp(minimum_scalar(x, 0.0)), ctx.attrs["alpha"]))
+        return (add(mask_mul(g, (x,), "pos"), mask_mul(neg_part, (x,), "nonpos")),)
 
 
 @register
@@ -337,14 +334,7 @@ class Clamp(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        x = ctx.saved_inputs[0].data
-        lo, hi = ctx.attrs["min"], ctx.attrs["max"]
-        inside = xp_of(x).ones(x.shape, dtype=bool)
-        if lo is not None:
-            inside &= x >= lo
-        if hi is not None:
-            inside &= x <= hi
-        return (mul(g, _const(inside.astype(x.dtype))),)
+        return (mask_mul(g, ctx.saved_inputs, "inside", min=ctx.attrs["min"], max=ctx.attrs["max"]),)
 
 
 @register
@@ -359,8 +349,7 @@ class MinimumScalar(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        x = ctx.saved_inputs[0].data
-        return (mul(g, _const((x < ctx.attrs["value"]).astype(x.dtype))),)
+        return (mask_mul(g, ctx.saved_inputs, "lt", value=ctx.attrs["value"]),)
 
 
 def add(a: Any, b: Any) -> Any:

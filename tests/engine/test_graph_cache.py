@@ -1,0 +1,539 @@
+"""The graph cache: capture once, replay as an array program. Replays are compared with eager runs of the same
+function (same ops in the same order, so equal bit for bit), and key gradients with closed forms in numpy
+float64; misses, LRU eviction, refusals (data-dependent Python, raw data-derived constants), random ops, events.
+"""
+
+from __future__ import annotations
+
+import doctest
+
+import numpy as np
+import pytest
+
+import rtxviz
+from rtxviz import Op, Tensor, Variable, apply, no_grad
+from rtxviz.engine import graph_cache as gcache
+from rtxviz.engine import hooks
+from rtxviz.engine import random as rrandom
+from rtxviz.engine.graph_cache import (
+    GraphCacheError,
+    cache_graph,
+    get_cached_graph,
+    graph_cache_stats,
+    init_graph_cache,
+    run_cached,
+)
+
+RNG = np.random.default_rng(7)
+
+
+def _param(*shape: int, dtype: str = "float32") -> Variable:
+    return Variable(RNG.standard_normal(shape).astype(dtype) * 0.3, requires_grad=True)
+
+
+def _t(*shape: int, dtype: str = "float32") -> Tensor:
+    return Tensor(RNG.standard_normal(shape).astype(dtype))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    init_graph_cache()
+
+
+def _zero(params: list) -> None:
+    for p in params:
+        p.grad = None
+
+
+def _compare_with_eager(fn, graph, params: list, inputs: tuple) -> None:
+    """Replay and eager on the same inputs from the same parameter values and random state: equal exactly."""
+    state = rrandom.get_state()
+    _zero(params)
+    got = graph.execute(*inputs)
+    got_grads = [None if p.grad is None else p.grad.data.copy() for p in params]
+    rrandom.set_state(state)
+    _zero(params)
+    want = fn(*inputs)
+    assert got.grad_fn is None if isinstance(got, Variable) else True
+    np.testing.assert_array_equal(got.data, want.data)
+    assert got.dtype == want.dtype
+    for p, g in zip(params, got_grads, strict=True):
+        assert (g is None) == (p.grad is None)
+        if g is not None:
+            np.testing.assert_array_equal(g, p.grad.data)
+            assert g.dtype == p.grad.dtype
+
+
+# -- an MLP train step over several steps, with SGD between replays ------------------------------------------------
+class _MLP:
+    def __init__(self) -> None:
+        self.params = [_param(16, 32), _param(32), _param(32, 32), _param(32), _param(32, 1), _param(1)]
+
+    def step(self, x: Tensor, y: Tensor) -> Variable:
+        w1, b1, w2, b2, w3, b3 = self.params
+        h = (x @ w1 + b1).tanh()
+        h = (h @ w2 + b2).tanh()
+        out = h @ w3 + b3
+        loss = ((out - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+
+def test_mlp_train_steps_replay_equal_eager_with_sgd_between() -> None:
+    mlp = _MLP()
+    twin = _MLP()  # same values, separate objects: trained eagerly beside the replayed one
+    for p, q in zip(mlp.params, twin.params, strict=True):
+        q.data = p.data.copy()
+    x, y = _t(8, 16), _t(8, 1)
+    _zero(mlp.params)
+    graph = cache_graph(mlp.step, x, y)
+    assert graph.ops > 20 and graph.input_shapes == ((8, 16), (8, 1))
+    for _ in range(4):
+        x, y = _t(8, 16), _t(8, 1)
+        _zero(mlp.params + twin.params)
+        got = graph.execute(x, y)
+        want = twin.step(x, y)
+        np.testing.assert_array_equal(got.data, want.data)
+        for p, q in zip(mlp.params, twin.params, strict=True):
+            np.testing.assert_array_equal(p.grad.data, q.grad.data)
+            p.data -= 0.01 * p.grad.data  # the optimizer changes values in place: no invalidation
+            q.data -= 0.01 * q.grad.data
+    # and a step where SGD rebinds .data to a new array of the same shape: read afresh, still a hit
+    for p in mlp.params:
+        p.data = p.data - 0.0
+    _compare_with_eager(mlp.step, graph, mlp.params, (x, y))
+    stats = graph_cache_stats()
+    assert stats["hits"] == 5 and stats["captures"] == 1 and stats["misses"] == 0
+
+
+def test_linear_regression_gradients_match_closed_form() -> None:
+    w, b = _param(3, 2, dtype="float64"), _param(2, dtype="float64")
+    x, y = _t(5, 3, dtype="float64"), _t(5, 2, dtype="float64")
+
+    def step(x: Tensor, y: Tensor) -> Variable:
+        loss = ((x @ w + b - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    cache_graph(step, x, y)
+    x2, y2 = _t(5, 3, dtype="float64"), _t(5, 2, dtype="float64")
+    _zero([w, b])
+    loss = get_cached_graph((5, 3)).execute(x2, y2)
+    r = x2.data @ w.data + b.data - y2.data
+    np.testing.assert_allclose(loss.item(), (r**2).mean(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad.data, 2 * x2.data.T @ r / r.size, rtol=1e-12)
+    np.testing.assert_allclose(b.grad.data, 2 * r.sum(0) / r.size, rtol=1e-12)  # broadcast bias: summed back
+
+
+def test_grads_accumulate_across_replays_like_eager() -> None:
+    w = _param(4, dtype="float64")
+
+    def step(x: Tensor) -> Variable:
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    x1, x2 = _t(4, dtype="float64"), _t(4, dtype="float64")
+    _zero([w])
+    graph = cache_graph(step, x1)  # w.grad = x1
+    graph.execute(x2)  # no zero_grad between: accumulates, as eager would
+    np.testing.assert_allclose(w.grad.data, x1.data + x2.data, rtol=1e-15)
+
+
+# -- fan-out, broadcasting, reductions -----------------------------------------------------------------------------
+def test_fan_out_accumulates_through_the_add_op() -> None:
+    w = _param(3, dtype="float64")
+
+    def step(x: Tensor) -> Variable:
+        y = x * w  # y fans out to three consumers: gradients meet and add
+        loss = (y * y + y + y.exp()).sum()
+        loss.backward()
+        return loss
+
+    x = _t(3, dtype="float64")
+    _zero([w])
+    graph = cache_graph(step, x)
+    assert graph.ops > 8
+    x2 = _t(3, dtype="float64")
+    _zero([w])
+    graph.execute(x2)
+    y = x2.data * w.data
+    np.testing.assert_allclose(w.grad.data, (2 * y + 1 + np.exp(y)) * x2.data, rtol=1e-12)
+    _compare_with_eager(step, graph, [w], (_t(3, dtype="float64"),))
+
+
+def test_reductions_and_broadcasting() -> None:
+    w, b = _param(4, 5), _param(1, 5)
+
+    def step(x: Tensor) -> Variable:
+        h = x @ w + b
+        loss = h.sum(dim=0).mean() + h.var(dim=1).sum() + h.logsumexp(dim=1).mean() + (h * b).mean()
+        loss.backward()
+        return loss
+
+    graph = cache_graph(step, _t(3, 4))
+    for _ in range(2):
+        _compare_with_eager(step, graph, [w, b], (_t(3, 4),))
+
+
+def test_masks_are_recomputed_from_new_data() -> None:
+    """Capture where every value is positive; replay where values are negative: the masks of relu, abs,
+    leaky_relu, clamp, elu, maximum/minimum are built by ops, so they follow the new data."""
+    w = _param(6, dtype="float64")
+    c = Tensor(np.zeros(6))
+
+    def step(x: Tensor) -> Variable:
+        h = x * w
+        loss = (h.relu() + h.abs() + h.leaky_relu(0.2) + h.clamp(-0.5, 0.5) + h.elu(1.5)
+                + h.maximum(c) + h.minimum(c)).sum()
+        loss.backward()
+        return loss
+
+    w.data = np.abs(w.data) + 1.0
+    _zero([w])
+    graph = cache_graph(step, Tensor(np.full(6, 1.0)))
+    x = Tensor(np.linspace(-1.0, -0.1, 6))
+    _zero([w])
+    graph.execute(x)
+    h = x.data * w.data
+    dh = ((h > 0) + np.sign(h) + np.where(h > 0, 1, 0.2) + ((h >= -0.5) & (h <= 0.5))
+          + np.where(h > 0, 1, 1.5 * np.exp(h)) + (h > 0) + (h < 0))
+    np.testing.assert_allclose(w.grad.data, dh * x.data, rtol=1e-12)
+    _compare_with_eager(step, graph, [w], (Tensor(RNG.standard_normal(6)),))
+
+
+def test_mask_rules_stay_differentiable_for_higher_order() -> None:
+    x = Variable(np.array([-1.0, 0.5, 2.0]), requires_grad=True)
+    (g,) = rtxviz.grad((x.relu() * x * x).sum(), x, create_graph=True)  # d/dx = 3x² [x>0]
+    np.testing.assert_allclose(g.data, 3 * x.data**2 * (x.data > 0))
+    (h,) = rtxviz.grad(g.sum(), x)
+    np.testing.assert_allclose(h.data, 6 * x.data * (x.data > 0))
+
+
+def test_fn_inputs_that_require_grad_receive_grads() -> None:
+    w = _param(3, dtype="float64")
+
+    def step(x: Variable) -> Variable:
+        loss = (x * x * w).sum()
+        loss.backward()
+        return loss
+
+    graph = cache_graph(step, Variable(np.ones(3), requires_grad=True))
+    x = Variable(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    _zero([w])
+    graph.execute(x)
+    np.testing.assert_allclose(x.grad.data, 2 * x.data * w.data)
+    with pytest.raises(GraphCacheError, match="captured as a var"):
+        graph.execute(Tensor(np.ones(3)))
+
+
+def test_zero_grad_inside_fn_is_replayed() -> None:
+    w = _param(3, dtype="float64")
+
+    def step(x: Tensor) -> Variable:
+        w.grad = None  # what optimizer.zero_grad() does
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    w.grad = Variable(np.ones(3))
+    graph = cache_graph(step, _t(3, dtype="float64"))
+    x = _t(3, dtype="float64")
+    w.grad = Variable(np.full(3, 5.0))
+    graph.execute(x)
+    np.testing.assert_array_equal(w.grad.data, x.data)
+
+
+def test_forward_only_under_no_grad_and_tuple_results() -> None:
+    w = _param(4, 4)
+
+    def infer(x: Tensor) -> tuple:
+        h = (x @ w).tanh()
+        return h.sum(dim=1), h.mean()
+
+    with no_grad():
+        graph = cache_graph(infer, _t(2, 4))
+        x = _t(2, 4)
+        a, b = graph.execute(x)
+        ea, eb = infer(x)
+    np.testing.assert_array_equal(a.data, ea.data)
+    np.testing.assert_array_equal(b.data, eb.data)
+    assert a.grad_fn is None
+    with pytest.raises(GraphCacheError, match="grad mode"):
+        graph.execute(x)  # grad mode is on again: part of the signature
+
+
+# -- random ops: fresh numbers each replay -------------------------------------------------------------------------
+def test_dropout_replays_fresh_random_numbers() -> None:
+    nn = pytest.importorskip("rtxviz.engine.ops.nn")
+    if not hasattr(nn, "dropout"):
+        pytest.skip("no dropout op")
+    w = _param(50)
+
+    def step(x: Tensor) -> Variable:
+        loss = (nn.dropout(x * w, 0.5) ** 2).sum()
+        loss.backward()
+        return loss
+
+    graph = cache_graph(step, _t(50))
+    x = _t(50)
+    _zero([w])
+    graph.execute(x)
+    first = w.grad.data.copy()
+    _zero([w])
+    graph.execute(x)
+    assert not np.array_equal(first, w.grad.data)  # a new mask: the captured one was not reused
+    _compare_with_eager(step, graph, [w], (x,))  # same generator state: the very same mask as eager
+
+
+def test_layer_norm_softmax_embedding_state_bindings() -> None:
+    nn = pytest.importorskip("rtxviz.engine.ops.nn")
+    emb, lw, lb, a = _param(10, 8), _param(8), _param(8), _param(8, 8)
+
+    def step(ids: Tensor) -> Variable:
+        h = nn.layer_norm(nn.embedding(ids, emb) @ a, 8, lw, lb)
+        loss = (nn.softmax(h, -1) * h).sum()
+        loss.backward()
+        return loss
+
+    graph = cache_graph(step, Tensor(np.array([1, 2, 3], dtype=np.int64)))
+    # new indices: the embedding's index attribute was bound to the input, not baked in
+    _compare_with_eager(step, graph, [emb, lw, lb, a], (Tensor(np.array([9, 0, 9], dtype=np.int64)),))
+
+
+# -- misses --------------------------------------------------------------------------------------------------------
+def _simple() -> tuple:
+    w = _param(4)
+
+    def step(x: Tensor) -> Variable:
+        loss = (x @ w).sum()
+        loss.backward()
+        return loss
+
+    return w, step
+
+
+def test_changed_shape_dtype_device_kind_miss() -> None:
+    w, step = _simple()
+    graph = cache_graph(step, _t(2, 4))
+    with pytest.raises(GraphCacheError, match=r"shape \(3, 4\), captured with \(2, 4\)"):
+        graph.execute(_t(3, 4))
+    with pytest.raises(GraphCacheError, match="dtype float64"):
+        graph.execute(_t(2, 4, dtype="float64"))
+    with pytest.raises(GraphCacheError, match="1 input.*got 2"):
+        graph.execute(_t(2, 4), _t(2, 4))
+    assert get_cached_graph((3, 4)) is None
+    assert get_cached_graph((2, 4)) is graph
+    assert get_cached_graph(((2, 4),)) is graph  # the full signature: every input's shape
+    assert get_cached_graph(((2, 4), (1,))) is None
+    stats = graph_cache_stats()
+    assert stats["misses"] == 5 and stats["hits"] == 0
+
+
+def test_changed_parameter_shape_or_object_misses() -> None:
+    w, step = _simple()
+    graph = cache_graph(step, _t(2, 4), params=[w])
+    w.data = np.zeros((5,), dtype=np.float32)
+    with pytest.raises(GraphCacheError, match="parameter 0 is now"):
+        graph.execute(_t(2, 4))
+    w.data = np.ones((4,), dtype=np.float32)
+    graph.execute(_t(2, 4))
+    other = _param(4)
+    with pytest.raises(GraphCacheError, match="params="):
+        graph.execute(_t(2, 4), params=[other])
+    # run_cached: a different parameter object is a different key, so it captures afresh instead of replaying
+    x = _t(2, 4)
+    run_cached(step, x, params=[w])
+    assert graph_cache_stats()["hits"] == 2
+    before = graph_cache_stats()["captures"]
+    with pytest.raises(GraphCacheError, match="not in params="):
+        run_cached(step, x, params=[other])
+    assert graph_cache_stats()["captures"] == before and graph_cache_stats()["refusals"] == 1
+
+
+def test_hooks_are_part_of_the_signature_and_see_cache_events() -> None:
+    w, step = _simple()
+    graph = cache_graph(step, _t(2, 4))
+
+    class Events(hooks.EngineHook):
+        def __init__(self) -> None:
+            self.seen: list = []
+
+        def event(self, kind: str, **fields: object) -> None:
+            if kind == "graph_cache":
+                self.seen.append((fields["action"], fields["ops"]))
+
+    ev = Events()
+    with ev:
+        with pytest.raises(GraphCacheError, match="hooks"):
+            graph.execute(_t(2, 4))  # a hook attached after capture expects to see ops: miss
+        x = _t(2, 4)
+        run_cached(step, x)  # miss, capture (with the hook attached)
+        run_cached(step, x)  # hit
+    actions = [a for a, _ in ev.seen]
+    assert actions == ["miss", "miss", "capture", "hit"]
+    assert ev.seen[-1][1] == graph.ops
+
+
+def test_lru_eviction_at_capacity() -> None:
+    init_graph_cache(2)
+    w, step = _simple()
+    g2 = cache_graph(step, _t(2, 4))
+    g3 = cache_graph(step, _t(3, 4))
+    assert get_cached_graph((2, 4)) is g2  # now most recently used
+    cache_graph(step, _t(5, 4))  # evicts the least recently used: the (3, 4) graph
+    assert get_cached_graph((3, 4)) is None
+    assert get_cached_graph((2, 4)) is g2
+    stats = graph_cache_stats()
+    assert stats["evictions"] == 1 and stats["size"] == 2 and stats["captures"] == 3
+    assert g3.execute(_t(3, 4)) is not None  # an evicted graph still runs; it just is not in the cache
+    with pytest.raises(ValueError):
+        init_graph_cache(0)
+
+
+def test_user_key_separates_python_branches() -> None:
+    w = _param(3)
+    flags = {"double": False}
+
+    def step(x: Tensor) -> Variable:
+        y = x * w
+        if flags["double"]:  # a Python-level branch the capture cannot see: the key says which
+            y = y * 2.0
+        return y.sum()
+
+    x = _t(3)
+    a = run_cached(step, x, key=False)
+    flags["double"] = True
+    b = run_cached(step, x, key=True)
+    np.testing.assert_allclose(b.data, 2 * a.data, rtol=1e-6)
+    flags["double"] = False
+    np.testing.assert_array_equal(run_cached(step, x, key=False).data, a.data)
+    assert graph_cache_stats()["captures"] == 2 and graph_cache_stats()["hits"] == 1
+
+
+# -- refusals ------------------------------------------------------------------------------------------------------
+def test_refuses_data_dependent_python() -> None:
+    w = _param(3)
+
+    def step(x: Tensor) -> Variable:
+        loss = (x * w).sum()
+        if loss.item() > 0:  # a branch on data: a replay could not follow it
+            loss = loss * 2.0
+        loss.backward()
+        return loss
+
+    with pytest.raises(GraphCacheError, match=r"Tensor\.item") as info:
+        cache_graph(step, _t(3))
+    assert isinstance(info.value.result, Variable)  # fn ran once eagerly: its result is kept
+    assert graph_cache_stats()["refusals"] == 1 and graph_cache_stats()["size"] == 0
+
+    def branchy(x: Tensor) -> Variable:
+        return x * 2.0 if bool((x * w).sum() > 0) else x
+
+    with pytest.raises(GraphCacheError, match="__bool__"):
+        cache_graph(branchy, _t(3))
+    assert Tensor(np.array([1.5])).item() == 1.5
+
+
+class _RawMaskSquare(Op):
+    """A deliberately cache-unsafe rule: its mask is a raw array computed from data inside backward."""
+
+    name = "raw_mask_square"
+    rule = "dX = 2X·dY·[X > 0]"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx, x):  # noqa: ANN001, ANN205
+        return x * x * (x > 0)
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: ANN001, ANN205
+        (x,) = ctx.saved_inputs
+        mask = Tensor._wrap((x.data > 0).astype(x.data.dtype))
+        return ((g * x * 2.0) * mask,)
+
+
+def test_refuses_a_rule_with_a_raw_data_derived_constant() -> None:
+    w = _param(3)
+
+    def step(x: Tensor) -> Variable:
+        loss = apply(_RawMaskSquare, (x * w,)).sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(GraphCacheError, match="op mul .*computed during capture outside the engine's ops"):
+        cache_graph(step, _t(3))
+
+
+def test_refuses_tensors_made_inside_fn_and_parameter_updates() -> None:
+    w = _param(3)
+
+    def noisy(x: Tensor) -> Variable:
+        return (x + Tensor.randn([3]) * w).sum()
+
+    with pytest.raises(GraphCacheError, match="computed during capture"):
+        cache_graph(noisy, _t(3))
+
+    def sgd_inside(x: Tensor) -> Variable:
+        loss = (x * w).sum()
+        loss.backward()
+        w.data -= 0.1 * w.grad.data  # a raw in-place write: invisible to a replay
+        return loss
+
+    with pytest.raises(GraphCacheError, match="in place"):
+        cache_graph(sgd_inside, _t(3))
+
+    def hooked(x: Tensor) -> Variable:
+        y = x * w
+        y.register_hook(lambda g: g * 2.0)
+        loss = y.sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(GraphCacheError, match="hook"):
+        cache_graph(hooked, _t(3))
+
+    outer = (w * 2.0).sum()  # a graph recorded before the capture
+
+    def uses_outer(x: Tensor) -> Variable:
+        loss = (x * w).sum() + outer
+        loss.backward()
+        return loss
+
+    with pytest.raises(GraphCacheError, match="graph of its own"):
+        cache_graph(uses_outer, _t(3))
+
+
+def test_constants_made_before_capture_are_read_by_reference() -> None:
+    w = _param(3)
+    scale = Tensor(np.array([1.0, 2.0, 3.0], dtype=np.float32))
+
+    def step(x: Tensor) -> Variable:
+        return (x * w * scale + 1.5).sum()
+
+    graph = cache_graph(step, _t(3))
+    scale.data = np.array([0.0, 0.0, 1.0], dtype=np.float32)  # a buffer the user updates
+    x = _t(3)
+    got = graph.execute(x)
+    np.testing.assert_allclose(got.data, (x.data * w.data * scale.data + 1.5).sum(), rtol=1e-6)
+
+
+def test_inputs_must_be_tensors_and_distinct() -> None:
+    w, step = _simple()
+    with pytest.raises(GraphCacheError, match="Tensors"):
+        cache_graph(step, np.ones((2, 4)))
+    x = _t(2, 4)
+    with pytest.raises(GraphCacheError, match="distinct"):
+        cache_graph(lambda a, b: a + b, x, Tensor._wrap(x.data))
+
+
+def test_replay_source_is_straight_line_code() -> None:
+    w, step = _simple()
+    graph = cache_graph(step, _t(2, 4))
+    assert graph.source.startswith("def _program(ins):")
+    assert "_acc(P0" in graph.source  # the leaf gradient of w, accumulated as backward does
+
+
+def test_doctests() -> None:
+    result = doctest.testmod(gcache, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 5
