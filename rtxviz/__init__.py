@@ -12,9 +12,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from . import render  # also gives Variables `_repr_svg_` for Jupyter; rtxviz.render(...) is callable
+from .debug import AnomalyError, detect_anomaly, grad_report
 from .engine import *  # noqa: F403
 from .engine import __all__ as _engine_all
 from .engine.dtypes import float32, float64, int64
 
 __version__ = "0.1.0"
-__all__ = [*_engine_all, "float32", "float64", "int64"]
+__all__ = [*_engine_all, "AnomalyError", "detect_anomaly", "float32", "float64", "grad_report", "int64", "render",
+           "watch"]
+
+
+def __getattr__(name: str) -> Any:
+    # The event stream pulls in pydantic: load it only when asked for (rtxviz.watch, rtxviz.events).
+    if name in ("watch", "events"):
+        import importlib
+
+        events = importlib.import_module(".events", __name__)
+        return events.watch if name == "watch" else events
+    raise AttributeError(f"module 'rtxviz' has no attribute {name!r}")

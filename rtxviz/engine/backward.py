@@ -15,7 +15,7 @@ from . import hooks as _hooks
 from .errors import GraphError
 from .grad_mode import STATE
 from .graph import TapeNode
-from .variable import Variable
+from .variable import Variable, _RetainGrad
 
 
 def _initial_grad(root: Variable, grad: Any) -> Variable:
@@ -72,6 +72,22 @@ def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
     if type(total) is not np.ndarray and isinstance(total, np.generic):
         total = np.asarray(total)  # numpy returns a scalar for 0-d sums
     return Variable._wrap(total, None)
+
+
+def _run_pre_hooks(pre_hooks: list, g: Any) -> Any:
+    """User hooks first (each may replace the gradient), retain_grad last: as PyTorch, `.grad` of a non-leaf
+    sees the replaced gradient whatever the registration order."""
+    retains = []
+    for fn in list(pre_hooks):
+        if isinstance(fn, _RetainGrad):
+            retains.append(fn)
+            continue
+        replaced = fn(g)
+        if replaced is not None:
+            g = replaced
+    for fn in retains:
+        fn(g)
+    return g
 
 
 def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool) -> None:
@@ -144,10 +160,7 @@ def run_backward(
             if g is None:
                 continue
             if node.pre_hooks:
-                for fn in list(node.pre_hooks):
-                    replaced = fn(g)
-                    if replaced is not None:
-                        g = replaced
+                g = _run_pre_hooks(node.pre_hooks, g)
             if inputs is not None and key in wanted_nodes:
                 results[wanted_nodes[key]] = g
             if inputs is not None and key not in must_run:

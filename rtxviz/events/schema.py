@@ -6,19 +6,19 @@ position in the run, from 1). The rest depends on the kind. Kinds listed in `MOD
 (unknown fields are errors); any other kind that matches `KIND_PATTERN` is accepted as a `GenericEvent` with free
 JSON fields, so new engine happenings (checkpoint segments, graph-cache hits) flow without a schema change.
 
->>> ev = validate_event({"v": 1, "kind": "backward_end", "t": 0.0, "step": 3})
->>> type(ev).__name__
-'BackwardEndEvent'
->>> validate_event({"v": 1, "kind": "my_tool.tick", "t": 0.0, "n": 4}).model_extra
-{'n': 4}
+>>> validate_event({"v": 1, "kind": "backward_end", "t": 0.0, "step": 3})
+{'v': 1, 'kind': 'backward_end', 't': 0.0, 'step': 3}
+>>> validate_event({"v": 1, "kind": "my_tool.tick", "t": 0.0, "n": 4})["n"]
+4
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired, Union, get_args, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12 (a pydantic dependency)
 
 SCHEMA_VERSION = 1
 #: Names a generic (not strictly modelled) event kind may have.
@@ -40,91 +40,104 @@ Values = Annotated[list[Number], Field(max_length=MAX_VALUES)]
 RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
 
-class _Event(BaseModel):
-    """The envelope every event has."""
+def _strict(cls: type) -> type:
+    return with_config(ConfigDict(extra="forbid"))(cls)
 
-    model_config = ConfigDict(extra="forbid")
+
+def _open(cls: type) -> type:
+    return with_config(ConfigDict(extra="allow"))(cls)
+
+
+# TypedDicts, not BaseModels: validating into plain dicts is about 4x faster, and the server validates every
+# event it ingests.
+class _Event(TypedDict):
+    """The envelope every event has."""
 
     v: Literal[1]
     kind: str
     t: float
-    step: int | None = None
+    step: NotRequired[int | None]
 
 
-class Ref(BaseModel):
+@_strict
+class Ref(TypedDict, total=False):
     """A reference to a graph value: a recorded node (``{"node": 12}``) or a leaf (``{"leaf": 3}``)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    node: int | None = None
-    leaf: int | None = None
+    node: int
+    leaf: int
 
 
-class Stats(BaseModel):
+@_strict
+class Stats(TypedDict):
     """Summary of one tensor (a gradient, usually). NaN/Inf never appear in the numbers: see the counts."""
-
-    model_config = ConfigDict(extra="forbid")
 
     shape: Shape
     norm: float | None
     min: float | None
     max: float | None
     mean: float | None
-    nan: int = 0
-    inf: int = 0
-    values: Values | None = None
+    nan: NotRequired[int]
+    inf: NotRequired[int]
+    values: NotRequired[Values | None]
 
 
 # -- run and step --------------------------------------------------------------------------------------------
+@_strict
 class RunStartEvent(_Event):
     kind: Literal["run_start"]
     name: Name
-    meta: dict[str, Any] = {}
-    sample_every: int = 1
-    version: Annotated[str, Field(max_length=64)] = ""
+    meta: NotRequired[dict[str, Any]]
+    sample_every: NotRequired[int]
+    version: NotRequired[Annotated[str, Field(max_length=64)]]
 
 
+@_strict
 class RunEndEvent(_Event):
     kind: Literal["run_end"]
-    status: Literal["ok", "error"] = "ok"
-    error: Text | None = None
-    dropped: int = 0
-    sent: int = 0
+    status: NotRequired[Literal["ok", "error"]]
+    error: NotRequired[Text | None]
+    dropped: NotRequired[int]
+    sent: NotRequired[int]
 
 
+@_strict
 class StepBeginEvent(_Event):
     kind: Literal["step_begin"]
-    sampled: bool = True
+    sampled: NotRequired[bool]
 
 
+@_strict
 class StepEndEvent(_Event):
     kind: Literal["step_end"]
 
 
+@_strict
 class DroppedEvent(_Event):
     """The emitter's drop counter: `total` events lost so far in this run, `new` since the last report."""
 
     kind: Literal["dropped"]
     total: int
     new: int
-    reason: Annotated[str, Field(max_length=64)] = "queue_full"
+    reason: NotRequired[Annotated[str, Field(max_length=64)]]
 
 
 # -- the graph -----------------------------------------------------------------------------------------------
+@_strict
 class LeafEvent(_Event):
     """A value that enters the graph from outside: a parameter, a data input or a constant."""
 
     kind: Literal["leaf"]
     id: int
-    name: Name | None = None
+    name: NotRequired[Name | None]
     shape: Shape
     dtype: Name
     device: Name
     requires_grad: bool
-    param: bool = False
-    values: Values | None = None
+    param: NotRequired[bool]
+    values: NotRequired[Values | None]
 
 
+@_strict
 class NodeEvent(_Event):
     """One recorded op. `id` is the engine's TapeNode.id; `inputs` holds one Ref per op input, in order."""
 
@@ -135,13 +148,14 @@ class NodeEvent(_Event):
     shape: Shape
     dtype: Name
     device: Name
-    module: Name | None = None
-    rule: Text = ""
-    attrs: dict[str, Any] = {}
-    saved_bytes: int = 0
-    values: Values | None = None
+    module: NotRequired[Name | None]
+    rule: NotRequired[Text]
+    attrs: NotRequired[dict[str, Any]]
+    saved_bytes: NotRequired[int]
+    values: NotRequired[Values | None]
 
 
+@_strict
 class GradModeEvent(_Event):
     kind: Literal["grad_mode"]
     enabled: bool
@@ -149,23 +163,27 @@ class GradModeEvent(_Event):
     phase: Literal["enter", "exit"]
 
 
+@_strict
 class DetachEvent(_Event):
     kind: Literal["detach"]
-    source: Ref | None = None
-    result: Ref | None = None
+    source: NotRequired[Ref | None]
+    result: NotRequired[Ref | None]
 
 
 # -- backward ------------------------------------------------------------------------------------------------
+@_strict
 class BackwardBeginEvent(_Event):
     kind: Literal["backward_begin"]
-    roots: Annotated[list[Ref], Field(max_length=MAX_INPUTS)] = []
-    create_graph: bool = False
+    roots: NotRequired[Annotated[list[Ref], Field(max_length=MAX_INPUTS)]]
+    create_graph: NotRequired[bool]
 
 
+@_strict
 class BackwardEndEvent(_Event):
     kind: Literal["backward_end"]
 
 
+@_strict
 class GradEvent(_Event):
     """Gradients at one node's backward: `output` is dL/d(node's output); `inputs[i]` what flowed to input i."""
 
@@ -175,73 +193,78 @@ class GradEvent(_Event):
     inputs: Annotated[list[Stats | None], Field(max_length=MAX_INPUTS)]
 
 
+@_strict
 class LeafGradEvent(_Event):
-    """A leaf's `.grad` after accumulation (`stats` describes the accumulated value)."""
+    """The gradient one backward pass adds to a leaf's `.grad` (this pass's contribution, before accumulation)."""
 
     kind: Literal["leaf_grad"]
     leaf: int
     stats: Stats
 
 
+@_strict
 class AnomalyEvent(_Event):
     """NaN/Inf produced. `origin` is true when the inputs were all finite (this op made the first bad value)."""
 
     kind: Literal["anomaly"]
     phase: Literal["forward", "backward"]
     op: Name
-    node: int | None = None
-    nan: int = 0
-    inf: int = 0
-    origin: bool = True
-    bad_inputs: Annotated[list[int], Field(max_length=MAX_INPUTS)] = []
-    message: Text = ""
+    node: NotRequired[int | None]
+    nan: NotRequired[int]
+    inf: NotRequired[int]
+    origin: NotRequired[bool]
+    bad_inputs: NotRequired[Annotated[list[int], Field(max_length=MAX_INPUTS)]]
+    message: NotRequired[Text]
 
 
 # -- training and checks -------------------------------------------------------------------------------------
-class ParamUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+@_strict
+class ParamUpdate(TypedDict):
     leaf: int
-    name: Name | None = None
+    name: NotRequired[Name | None]
     grad_norm: float | None
     param_norm: float | None
     update_norm: float | None
     update_ratio: float | None
 
 
+@_strict
 class OptimizerStepEvent(_Event):
     kind: Literal["optimizer_step"]
-    optimizer: Name = ""
+    optimizer: NotRequired[Name]
     params: Annotated[list[ParamUpdate], Field(max_length=MAX_PARAMS)]
 
 
+@_open
 class GradcheckEvent(_Event):
     """The result of a gradient check; extra fields (tolerances, per-input errors) are allowed."""
 
-    model_config = ConfigDict(extra="allow")
     kind: Literal["gradcheck"]
     name: Name
     passed: bool
-    max_abs_error: float | None = None
-    max_rel_error: float | None = None
+    max_abs_error: NotRequired[float | None]
+    max_rel_error: NotRequired[float | None]
 
 
+@_strict
 class EngineEvent(_Event):
     """An engine happening whose name collides with a core kind: wrapped rather than lost."""
 
     kind: Literal["engine_event"]
     name: Name
-    fields: dict[str, Any] = {}
+    fields: NotRequired[dict[str, Any]]
 
 
+@_open
 class GenericEvent(_Event):
-    """Any other kind (checkpoint_begin/_end/_recompute, cache_hit/_miss/_evict, user tools): free fields."""
+    """Any other kind (the engine's `checkpoint` and `graph_cache` happenings, user tools): free fields.
+    ``seq`` is refused (the server assigns it)."""
 
-    model_config = ConfigDict(extra="allow")
+    seq: NotRequired[None]
 
 
-MODELS: dict[str, type[_Event]] = {
-    m.model_fields["kind"].annotation.__args__[0]: m  # type: ignore[union-attr]
+MODELS: dict[str, type] = {
+    get_args(get_type_hints(m)["kind"])[0]: m
     for m in (
         RunStartEvent, RunEndEvent, StepBeginEvent, StepEndEvent, DroppedEvent, LeafEvent, NodeEvent,
         GradModeEvent, DetachEvent, BackwardBeginEvent, BackwardEndEvent, GradEvent, LeafGradEvent,
@@ -253,16 +276,17 @@ CORE_KINDS = frozenset(MODELS)
 
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in MODELS.items()}
 _GENERIC = TypeAdapter(GenericEvent)
+_BATCH = TypeAdapter(list[Annotated[Union[tuple(MODELS.values())], Field(discriminator="kind")]])  # noqa: UP007
 
 
 class EventError(ValueError):
     """An event that does not match the schema; the message says which event and what is wrong."""
 
 
-def validate_event(obj: Any, index: int = 0) -> _Event:
+def validate_event(obj: Any, index: int = 0) -> dict[str, Any]:
     """Check one decoded event against the schema; raise EventError naming what is wrong.
 
-    >>> validate_event({"v": 1, "kind": "step_end", "t": 1.0}).kind
+    >>> validate_event({"v": 1, "kind": "step_end", "t": 1.0})["kind"]
     'step_end'
     >>> validate_event({"v": 1, "kind": "Bad Kind", "t": 1.0})
     Traceback (most recent call last):
@@ -278,6 +302,8 @@ def validate_event(obj: Any, index: int = 0) -> _Event:
             raise EventError(
                 f"event {index}: kind {kind!r} is not a known kind and does not match {KIND_PATTERN.pattern}"
             )
+        if "seq" in obj:
+            raise EventError(f"event {index}: 'seq' is assigned by the server; do not send it")
         adapter = _GENERIC
     try:
         return adapter.validate_python(obj)
@@ -285,12 +311,41 @@ def validate_event(obj: Any, index: int = 0) -> _Event:
         raise EventError(f"event {index} (kind {kind!r}): {_describe(exc)}") from None
 
 
-def _describe(exc: ValidationError) -> str:
+def validate_batch(objs: list[Any]) -> None:
+    """Check decoded events; raise EventError naming the first bad event (its index in `objs`) and the fault.
+
+    Events of core kinds are validated together in one call (the server's hot path).
+
+    >>> validate_batch([{"v": 1, "kind": "step_end", "t": 1.0}, {"v": 1, "kind": "leaf", "t": 1.0}])
+    Traceback (most recent call last):
+    ...
+    rtxviz.events.schema.EventError: event 1 (kind 'leaf'): id: Field required; shape: Field required; ...
+    """
+    known: list = []
+    where: list[int] = []
+    for i, obj in enumerate(objs):
+        if type(obj) is dict and obj.get("kind") in CORE_KINDS:
+            known.append(obj)
+            where.append(i)
+        else:
+            validate_event(obj, i)
+    try:
+        _BATCH.validate_python(known)
+    except ValidationError as exc:
+        first = exc.errors()[0]["loc"][0]
+        errors = [e for e in exc.errors() if e["loc"][0] == first]
+        idx = where[int(first)]
+        raise EventError(f"event {idx} (kind {objs[idx].get('kind')!r}): "
+                         f"{_describe(errors, skip=2)}") from None
+
+
+def _describe(exc: ValidationError | list, skip: int = 0) -> str:
+    errors = exc.errors() if isinstance(exc, ValidationError) else exc
     parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(event)"
+    for err in errors[:5]:
+        loc = ".".join(str(p) for p in err["loc"][skip:]) or "(event)"
         parts.append(f"{loc}: {err['msg']}")
-    more = exc.error_count() - 5
+    more = len(errors) - 5
     if more > 0:
         parts.append(f"... and {more} more error(s)")
     return "; ".join(parts)
@@ -298,4 +353,6 @@ def _describe(exc: ValidationError) -> str:
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of every strictly modelled kind (for docs and other-language clients)."""
-    return {kind: model.model_json_schema() for kind, model in MODELS.items()}
+    out = {kind: adapter.json_schema() for kind, adapter in _ADAPTERS.items()}
+    out["*"] = _GENERIC.json_schema()
+    return out

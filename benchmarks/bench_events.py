@@ -1,0 +1,367 @@
+"""Benchmarks for the event stream and the server (issue 6). Not tests: they print numbers.
+
+    python benchmarks/bench_events.py                # everything (about a minute on 2 cores)
+    python benchmarks/bench_events.py engine         # deep_chain: no hook vs hooks compiled out vs hooks
+    python benchmarks/bench_events.py mlp            # mlp_train: unattached vs streaming to a live server
+    python benchmarks/bench_events.py server         # ingest events/s, 4 producers + 3 WebSocket consumers
+
+Machines here are shared and noisy: each comparison alternates its variants in one process and reports medians.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+# One BLAS thread unless told otherwise: on 2 shared cores, 2 OpenBLAS threads competing with the server and the
+# sender thread turn a 5 ms step into 30-80 ms of spinning, which measures the machine, not the stream.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import rtxviz.events as events  # noqa: E402
+from rtxviz import Tensor, Variable  # noqa: E402
+from rtxviz.engine import backward as _backward  # noqa: E402
+from rtxviz.engine import graph as _graph  # noqa: E402
+from rtxviz.engine.hooks import EngineHook  # noqa: E402
+
+
+def median_ms(fn, repeat: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def alternate(variants: dict, rounds: int, repeat: int) -> dict[str, float]:
+    """Median of per-round medians, the variants interleaved round by round in a shuffled order (a fixed order
+    lets drift inside a round pass for a difference)."""
+    results: dict[str, list[float]] = {k: [] for k in variants}
+    rng = random.Random(0)
+    for _ in range(rounds):
+        order = list(variants.items())
+        rng.shuffle(order)
+        for name, (setup, fn, teardown) in order:
+            setup()
+            try:
+                results[name].append(median_ms(fn, repeat, warmup=1))
+            finally:
+                teardown()
+    return {k: statistics.median(v) for k, v in results.items()}
+
+
+# -- 1. engine overhead: deep_chain ---------------------------------------------------------------------------
+def deep_chain_inputs(n: int = 1000, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = Tensor(rng.standard_normal(64).astype(np.float32))
+    ws = [Variable.from_tensor(Tensor((1 + 0.1 * rng.standard_normal(64)).astype(np.float32))) for _ in range(n)]
+    bs = [Variable.from_tensor(Tensor((0.1 * rng.standard_normal(64)).astype(np.float32))) for _ in range(n)]
+    return x, ws, bs
+
+
+def deep_chain_step(x, ws, bs) -> None:
+    for p in ws:
+        p.grad = None
+    for p in bs:
+        p.grad = None
+    y = x
+    for w, b in zip(ws, bs, strict=True):
+        y = (y * w + b).tanh()
+    y.sum().backward()
+
+
+def _strip_hooks(fn):
+    """The function recompiled without its `if hooks:` blocks: the engine with the hooks compiled out."""
+    lines = textwrap.dedent(inspect.getsource(fn)).splitlines()
+    out, skip_indent = [], None
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if skip_indent is not None:
+            if line.strip() and indent > skip_indent:
+                continue
+            skip_indent = None
+        if line.strip() == "if hooks:":
+            skip_indent = indent
+            continue
+        if line.strip() == "hooks = _hooks.ACTIVE":
+            continue
+        out.append(line)
+    namespace = dict(fn.__globals__)
+    exec(compile("\n".join(out), f"<stripped {fn.__name__}>", "exec"), namespace)  # noqa: S102
+    return namespace[fn.__name__]
+
+
+@contextlib.contextmanager
+def hooks_compiled_out():
+    """Swap the engine's `apply` and `run_backward` for copies without any hook check, everywhere they are bound."""
+    orig_apply, orig_rb = _graph.apply, _backward.run_backward
+    new_apply, new_rb = _strip_hooks(orig_apply), _strip_hooks(orig_rb)
+    patched = []
+    for mod in list(sys.modules.values()):
+        for name, orig, new in (("apply", orig_apply, new_apply), ("run_backward", orig_rb, new_rb)):
+            if getattr(mod, name, None) is orig:
+                setattr(mod, name, new)
+                patched.append((mod, name, orig))
+    try:
+        yield
+    finally:
+        for mod, name, orig in patched:
+            setattr(mod, name, orig)
+
+
+def _fresh_stripped():
+    holder = {}
+
+    def enter():
+        holder["cm"] = hooks_compiled_out()
+        holder["cm"].__enter__()
+
+    def leave():
+        holder["cm"].__exit__(None, None, None)
+
+    return enter, leave
+
+
+def run_engine() -> None:
+    args = deep_chain_inputs()
+    run = lambda: deep_chain_step(*args)  # noqa: E731
+
+    class Noop(EngineHook):
+        pass
+
+    noop, sink = Noop(), events.EventHook(lambda e: None)
+    enter, leave = _fresh_stripped()
+    res = alternate({
+        "no hook attached": (lambda: None, run, lambda: None),
+        "hooks compiled out": (enter, run, leave),
+        "no-op hook attached": (noop.__enter__, run, lambda: noop.__exit__()),
+        "EventHook, null sink": (sink.__enter__, run, lambda: sink.__exit__()),
+    }, rounds=15, repeat=3)
+    base = res["hooks compiled out"]
+    print("\n## deep_chain forward+backward (1000 steps, [64], float32), median ms")
+    for k, v in res.items():
+        print(f"  {k:24s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}% vs compiled out")
+
+
+# -- 2. mlp_train: unattached vs streaming ------------------------------------------------------------------
+def mlp_setup(seed: int = 0):
+    rng = np.random.default_rng(seed)
+
+    def param(shape, fan_in, name):
+        w = (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        return Variable.from_tensor(Tensor(w), name=name)
+
+    params = [param((784, 512), 784, "fc1.weight"), param((512,), 784, "fc1.bias"),
+              param((512, 256), 512, "fc2.weight"), param((256,), 512, "fc2.bias"),
+              param((256, 10), 256, "fc3.weight"), param((10,), 256, "fc3.bias")]
+    x = Tensor(rng.standard_normal((128, 784)).astype(np.float32))
+    labels = rng.integers(0, 10, 128)
+    onehot = Tensor(np.eye(10, dtype=np.float32)[labels])
+    velocity = [np.zeros_like(p.data) for p in params]
+    return params, x, onehot, velocity
+
+
+def mlp_step(params, x, onehot, velocity, lr: float = 0.01, momentum: float = 0.9) -> float:
+    for p in params:
+        p.grad = None
+    w1, b1, w2, b2, w3, b3 = params
+    h = (x.matmul(w1) + b1).relu()
+    h = (h.matmul(w2) + b2).relu()
+    z = h.matmul(w3) + b3
+    shift = Tensor(z.data.max(axis=1, keepdims=True))  # a constant: stable log-sum-exp
+    zs = z - shift
+    loss = (zs.exp().sum(dim=1).log() - (zs * onehot).sum(dim=1)).mean()
+    loss.backward()
+    with events.optimizer_step(params):
+        for p, v in zip(params, velocity, strict=True):
+            v *= momentum
+            v += p.grad.data
+            p.data -= lr * v
+    return float(loss.data)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server_process(db: str):
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        proc.stdout.readline()
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(url + "/api/health", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def run_mlp(rounds: int = 5, repeat: int = 10) -> None:
+    state = mlp_setup()
+    counter = {"i": 0}
+    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db")) as url:
+        run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000)
+        run.start()
+        run.close_timeout = 30
+
+        def streamed():
+            with run.step(counter["i"]):
+                mlp_step(*state)
+            counter["i"] += 1
+
+        def attach(every):
+            def go():
+                run.sample_every = every
+                events.emitter._hooks.add_hook(run.hook)
+            return go
+
+        detach = lambda: events.emitter._hooks.remove_hook(run.hook)  # noqa: E731
+        detach()
+        res = alternate({
+            "unattached": (lambda: None, lambda: mlp_step(*state), lambda: None),
+            "streaming (every step)": (attach(1), streamed, detach),
+            "streaming, sample_every=10": (attach(10), streamed, detach),
+        }, rounds, repeat)
+        run.close()
+        st = run.stats()
+        with urllib.request.urlopen(f"{url}/api/runs/{run.id}") as r:
+            stored = json.loads(r.read())["n_events"]
+    base = res["unattached"]
+    print("\n## mlp_train step (784-512-256-10, batch 128, SGD momentum), median ms")
+    for k, v in res.items():
+        print(f"  {k:24s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%")
+    print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server {stored}")
+
+
+# -- 3. the server: ingest from 4 producers, 3 WebSocket consumers ------------------------------------------
+def _node_line(i: int) -> str:
+    return json.dumps({"v": 1, "kind": "node", "t": 0.0, "step": 7, "id": i, "op": "matmul",
+                       "inputs": [{"node": i - 1}, {"leaf": 3}], "shape": [128, 512], "dtype": "float32",
+                       "device": "cpu", "module": "model.fc1", "rule": "dA = dC @ B^T, dB = A^T @ dC",
+                       "saved_bytes": 262144}, separators=(",", ":")).replace('"t":0.0', '"t":T_NOW')
+
+
+def _producer(url: str, run_id: str, batches: int, batch_size: int, start: float, out) -> None:
+    import http.client
+
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    template = "\n".join(_node_line(i) for i in range(batch_size)).encode()
+    while time.time() < start:
+        time.sleep(0.001)
+    sent = 0
+    for _ in range(batches):
+        body = template.replace(b"T_NOW", repr(time.time()).encode())
+        conn.request("POST", f"/api/runs/{run_id}/events", body=body,
+                     headers={"Content-Type": "application/x-ndjson"})
+        resp = conn.getresponse()
+        resp.read()
+        if resp.status == 200:
+            sent += batch_size
+    out.put((sent, time.time()))
+
+
+_T = re.compile(r'"t":([0-9.]+)')
+
+
+class _Consumer(threading.Thread):
+    """A light WebSocket reader (a browser parses with V8's JSON.parse, much faster than Python's json): counts
+    events by their ``{"seq":`` prefix and reads the emit time of every 100th event for the latency."""
+
+    def __init__(self, url: str, run_id: str, expected: int) -> None:
+        super().__init__(daemon=True)
+        self.url = url.replace("http://", "ws://") + f"/api/runs/{run_id}/ws"
+        self.expected, self.latencies, self.count, self.ready = expected, [], 0, threading.Event()
+        self.done_at = None
+
+    def run(self) -> None:
+        from websockets.sync.client import connect
+
+        with connect(self.url, max_size=None, compression=None) as ws:
+            self.ready.set()
+            while self.count < self.expected:
+                msg = ws.recv(timeout=120)
+                now = time.time()
+                if not msg.startswith('{"type":"events"'):
+                    continue
+                n = msg.count('{"seq":')
+                self.count += n
+                self.latencies.extend(now - float(m.group(1)) for m in list(_T.finditer(msg))[::100])
+            self.done_at = time.time()
+
+
+def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_size: int = 2000) -> None:
+    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "ingest.db")) as url:
+        n_total = producers * batches * batch_size
+        run_id = "bench-ingest"  # the producers share one run; every consumer watches it all
+        urllib.request.urlopen(urllib.request.Request(
+            f"{url}/api/runs/{run_id}/events", data=json.dumps({"v": 1, "kind": "run_start", "t": time.time(),
+                                                                "name": "ingest"}).encode(),
+            headers={"Content-Type": "application/x-ndjson"})).read()
+        cons = [_Consumer(url, run_id, n_total + 1) for _ in range(consumers)]
+        for c in cons:
+            c.start()
+        for c in cons:
+            c.ready.wait(30)
+        ctx = mp.get_context("fork")
+        out = ctx.Queue()
+        start = time.time() + 0.5
+        procs = [ctx.Process(target=_producer, args=(url, run_id, batches, batch_size, start, out))
+                 for _ in range(producers)]
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join()
+        for c in cons:
+            c.join(300)
+        sent = sum(r[0] for r in results)
+        ingest_s = max(r[1] for r in results) - start
+        deliver_s = max(c.done_at or time.time() for c in cons) - start
+        lat = sorted(x for c in cons for x in c.latencies)
+    print(f"\n## server: {producers} producer processes x {batches} batches x {batch_size} node events into one "
+          f"run, {consumers} WebSocket consumers")
+    print(f"  ingested {sent}/{n_total} events in {ingest_s:.2f} s: {sent / ingest_s:,.0f} events/s")
+    print(f"  every consumer had every event after {deliver_s:.2f} s: {sent / deliver_s:,.0f} events/s end to end"
+          f" ({sum(c.count for c in cons)} deliveries)")
+    print(f"  emit->delivery latency: p50 {1e3 * lat[len(lat) // 2]:.0f} ms, "
+          f"p99 {1e3 * lat[int(len(lat) * 0.99)]:.0f} ms (sampled {len(lat)} events)")
+
+
+if __name__ == "__main__":
+    which = sys.argv[1:] or ["engine", "mlp", "server"]
+    for name in which:
+        {"engine": run_engine, "mlp": run_mlp, "server": run_server}[name]()

@@ -1,0 +1,230 @@
+"""detect_anomaly(): stop at the first op that makes NaN or Inf, in forward *or* backward, and say where.
+
+PyTorch checks only backward and often blames an op far from the cause. Here, while the context is active, an
+EngineHook checks every op's forward output and every backward rule's input gradients; the first non-finite
+value raises `AnomalyError` naming the op, the file and line in *your* code that created the node (frames inside
+the rtxviz package are skipped), and statistics of the op's inputs. The same finding goes to the event stream as
+an `anomaly` event, so the page marks the node.
+
+>>> import rtxviz
+>>> from rtxviz.debug import detect_anomaly, AnomalyError
+>>> x = rtxviz.Variable.from_tensor(rtxviz.Tensor.from_slice([0.0, 1.0], [2]))
+>>> try:
+...     with detect_anomaly():
+...         y = x.log()
+... except AnomalyError as e:
+...     print(e.op, e.phase)
+log forward
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import os
+import sys
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..engine import hooks as _hooks
+from ..engine.errors import RtxvizError
+from ..engine.graph import TapeNode
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a node was created in user code."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    @property
+    def line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        text = f'File "{self.filename}", line {self.lineno}, in {self.function}'
+        code = self.line
+        return text + (f"\n    {code}" if code else "")
+
+
+def user_site(skip: int = 1) -> Site | None:
+    """The innermost frame outside the rtxviz package (cheap: walks frames, reads no source)."""
+    f = sys._getframe(skip)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    if f is None:
+        return None
+    return Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+class AnomalyError(RtxvizError, FloatingPointError):
+    """An op produced NaN or Inf. Attributes: `op`, `phase` ("forward"/"backward"), `site` (a Site or None),
+    `node_id`, `nan`, `inf`, `inputs` (per input: a stats dict or None)."""
+
+    def __init__(self, message: str, op: str, phase: str, site: Site | None, node_id: int | None, nan: int,
+                 inf: int, inputs: list[dict | None]) -> None:
+        super().__init__(message)
+        self.op, self.phase, self.site, self.node_id = op, phase, site, node_id
+        self.nan, self.inf, self.inputs = nan, inf, inputs
+
+
+def _host(array: Any) -> np.ndarray:
+    return array.get() if type(array) is not np.ndarray and hasattr(array, "get") else np.asarray(array)
+
+
+def _counts(array: Any) -> tuple[int, int]:
+    """(NaN, Inf) counts; a float sum decides quickly that all is finite."""
+    if array is None or array.dtype.kind not in "fc" or array.size == 0:
+        return 0, 0
+    total = array.sum()
+    if math.isfinite(float(total.real if array.dtype.kind == "c" else total)):
+        return 0, 0
+    a = _host(array)
+    nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+    return nan, inf
+
+
+def stats(array: Any) -> dict:
+    """shape, dtype, min, max, mean, NaN and Inf counts of an array (computed over its finite values)."""
+    a = _host(array)
+    out: dict[str, Any] = {"shape": tuple(a.shape), "dtype": a.dtype.name}
+    if a.size == 0 or a.dtype.kind not in "fiub":
+        return out
+    af = a.astype(np.float64, copy=False)
+    finite = np.isfinite(af)
+    good = af[finite]
+    out["nan"], out["inf"] = int(np.isnan(af).sum()), int(np.isinf(af).sum())
+    if good.size:
+        out.update(min=float(good.min()), max=float(good.max()), mean=float(good.mean()))
+    return out
+
+
+def _fmt_stats(i: int, s: dict | None, name: str | None = None) -> str:
+    if s is None:
+        return f"  input {i}: not kept for backward (no statistics)"
+    who = f" ({name})" if name else ""
+    text = f"  input {i}{who}: shape {s['shape']} {s['dtype']}"
+    if "min" in s:
+        text += f", min {s['min']:.4g}, max {s['max']:.4g}, mean {s['mean']:.4g}"
+    if s.get("nan") or s.get("inf"):
+        text += f", {s.get('nan', 0)} NaN, {s.get('inf', 0)} Inf"
+    return text
+
+
+class AnomalyHook(_hooks.EngineHook):
+    """The EngineHook behind `detect_anomaly`: records creation sites, checks forward outputs and gradients."""
+
+    name = "rtxviz.anomaly"
+
+    def __init__(self, check_forward: bool = True, check_backward: bool = True) -> None:
+        self.check_forward, self.check_backward = check_forward, check_backward
+        self.sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._op: Any = None
+        self._in_backward = 0
+        self.tripped = False
+
+    # -- forward -------------------------------------------------------------------------------------------
+    def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
+        self._op = op
+
+    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+        if self._in_backward:
+            return  # ops inside a backward rule: judged as that rule's gradients in backward_postprocess
+        site = None
+        if node is not None:
+            site = user_site(2)
+            self.sites[node] = site
+        if not self.check_forward or self.tripped:
+            return
+        nan, inf = _counts(output.data)
+        if nan or inf:
+            op = node.op.name if node is not None else getattr(self._op, "name", "?")
+            ins = [stats(t.data) for t in inputs]
+            names = [getattr(t, "name", None) for t in inputs]
+            self._raise("forward", op, node, site or user_site(2), nan, inf, ins, names)
+
+    # -- backward ------------------------------------------------------------------------------------------
+    def backward_begin(self, roots: list, create_graph: bool) -> None:
+        self._in_backward += 1
+
+    def backward_end(self) -> None:
+        self._in_backward = max(0, self._in_backward - 1)
+
+    def backward_postprocess(self, node: Any, grad_output: Any, grad_inputs: tuple) -> None:
+        if not self.check_backward or self.tripped:
+            return
+        nan = inf = 0
+        for g in grad_inputs:
+            if g is not None:
+                a, b = _counts(g.data)
+                nan, inf = nan + a, inf + b
+        if not (nan or inf):
+            return
+        ins: list[dict | None] = []
+        names: list[str | None] = []
+        saved = node.inputs if not node.freed and node.inputs is not None else None
+        for i, e in enumerate(node.next):
+            leaf = e is not None and e.__class__ is not TapeNode
+            if saved is not None and i < len(saved) and saved[i] is not None:
+                ins.append(stats(saved[i].data))
+            elif leaf:
+                ins.append(stats(e.data))
+            elif e is not None and e.out_data is not None:
+                ins.append(stats(e.out_data))
+            else:
+                ins.append(None)
+            names.append(getattr(e, "name", None) if leaf else None)
+        out_bad = _counts(grad_output.data)
+        extra = ("" if not any(out_bad) else
+                 f"\nThe gradient arriving at it already held {out_bad[0]} NaN, {out_bad[1]} Inf.")
+        bad = [i for i, g in enumerate(grad_inputs) if g is not None and any(_counts(g.data))]
+        self._raise("backward", node.op.name, node, self.sites.get(node), nan, inf, ins, names,
+                    f"the gradient(s) it computed for input(s) {bad}" + extra, bad)
+
+    # -- reporting -----------------------------------------------------------------------------------------
+    def _raise(self, phase: str, op: str, node: Any, site: Site | None, nan: int, inf: int, ins: list,
+               names: list, what: str = "its output", bad: list[int] | None = None) -> None:
+        self.tripped = True
+        nid = node.id if node is not None else None
+        where = f"node #{nid}" if nid is not None else "an unrecorded op"
+        head = f"detect_anomaly: {op} ({where}) produced {nan} NaN and {inf} Inf in {phase} ({what})."
+        if bad is None:
+            bad = [i for i, s in enumerate(ins) if s is not None and (s.get("nan") or s.get("inf"))]
+            if bad:
+                head += f" Its input(s) {bad} already held NaN/Inf: the cause is earlier (in the data or an op " \
+                        "run before anomaly detection began)."
+        created = (f"\nThe {op} was created at:\n  {site}" if site is not None else
+                   f"\nThe {op} node was created before detect_anomaly() was entered (its source line is unknown).")
+        lines = [head + created, "Its inputs:"] + [_fmt_stats(i, s, n) for i, (s, n) in
+                                                  enumerate(zip(ins, names, strict=False))]
+        message = "\n".join(lines)
+        if _hooks.ACTIVE:
+            _hooks.emit("anomaly", phase=phase, op=op, node=nid, nan=nan, inf=inf,
+                        origin=not (phase == "forward" and bool(bad)), bad_inputs=list(bad or []),
+                        message=message[:1900])
+        raise AnomalyError(message, op, phase, site, nid, nan, inf, ins)
+
+
+class detect_anomaly:  # noqa: N801 - a context manager used like PyTorch's
+    """Within this context, the first NaN or Inf made by an op (forward) or a backward rule raises AnomalyError.
+
+    forward / backward: which passes to check (both by default). Costs one sum per op output and one frame walk
+    per recorded node while active; nothing when not.
+    """
+
+    def __init__(self, forward: bool = True, backward: bool = True) -> None:
+        self.hook = AnomalyHook(forward, backward)
+
+    def __enter__(self) -> AnomalyHook:
+        _hooks.add_hook(self.hook)
+        return self.hook
+
+    def __exit__(self, *exc: object) -> None:
+        _hooks.remove_hook(self.hook)

@@ -1,0 +1,281 @@
+"""grad_report(): the health of a model's gradients, as text and as an event.
+
+Per parameter: gradient norm, parameter norm, and (when the values before the optimizer step are known) the
+ratio ‖update‖ / ‖weight‖; the fraction of dead ReLU units per module (units whose output was zero for every
+sample of the last forward seen); the parameters that got no gradient.
+
+Three ways to use it, from least to most information:
+
+    rep = grad_report(model)                   # after backward: norms and parameters without gradient
+
+    with grad_report.track(model) as rep:      # around a whole step: adds dead ReLUs and update ratios
+        loss = loss_fn(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+    print(rep.text())
+
+    snap = snapshot(model); opt.step()         # the explicit pair, when the step happens elsewhere
+    rep = grad_report(model, before=snap)
+
+>>> import rtxviz
+>>> p = rtxviz.Variable.from_tensor(rtxviz.Tensor.from_slice([3.0, 4.0], [2]), name="w")
+>>> (p * 2.0).sum().backward()
+>>> grad_report([p]).params[0].grad_norm
+2.8284271247461903
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..engine import hooks as _hooks
+
+
+def _host(a: Any) -> np.ndarray:
+    return a.get() if type(a) is not np.ndarray and hasattr(a, "get") else np.asarray(a)
+
+
+def _norm(a: Any) -> float | None:
+    if a is None:
+        return None
+    v = float(np.linalg.norm(_host(a).astype(np.float64, copy=False).ravel()))
+    return v if math.isfinite(v) else None
+
+
+def named_params(source: Any) -> list[tuple[str, Any]]:
+    """(name, Variable) pairs from a Module (`named_parameters`), a dict, (name, param) pairs, Variables, or an
+    optimizer (`param_groups`)."""
+    if hasattr(source, "named_parameters") and callable(source.named_parameters):
+        return list(source.named_parameters())
+    if isinstance(source, dict):
+        return list(source.items())
+    if hasattr(source, "param_groups"):
+        source = [p for g in source.param_groups for p in g["params"]]
+    out = []
+    for i, item in enumerate(source):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            out.append(item)
+        else:
+            out.append((getattr(item, "name", None) or f"param{i}", item))
+    return out
+
+
+# -- dead ReLUs ----------------------------------------------------------------------------------------------
+@dataclass
+class ReluStat:
+    """One ReLU site (a module path): units (features, all axes but the batch axis), dead ones, samples seen."""
+
+    module: str
+    units: int
+    dead: int
+    samples: int
+
+    @property
+    def fraction(self) -> float:
+        return self.dead / self.units if self.units else 0.0
+
+
+class ReluMonitor(_hooks.EngineHook):
+    """Records, for every relu op run forward (outside backward), which units were zero for every sample.
+
+    Keyed by the module path the op ran in (``<no module>`` outside modules); the last forward wins.
+    The batch axis is axis 0 (a 1-d output is taken as one sample).
+    """
+
+    name = "rtxviz.relu_monitor"
+
+    def __init__(self) -> None:
+        self.sites: dict[str, ReluStat] = {}
+        self._op: Any = None
+        self._in_backward = 0
+
+    def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
+        self._op = op
+
+    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+        op = node.op if node is not None else self._op
+        if self._in_backward or getattr(op, "name", None) != "relu":
+            return
+        out = output.data
+        alive = out != 0
+        if out.ndim >= 2:
+            per_unit = alive.any(axis=0)
+            samples = int(out.shape[0])
+        else:
+            per_unit, samples = alive, 1
+        units = int(per_unit.size)
+        dead = units - int(per_unit.sum())
+        from ..engine.grad_mode import STATE
+
+        path = (node.module_path if node is not None else STATE.module_path) or "<no module>"
+        self.sites[path] = ReluStat(path, units, dead, samples)
+
+    def backward_begin(self, roots: list, create_graph: bool) -> None:
+        self._in_backward += 1
+
+    def backward_end(self) -> None:
+        self._in_backward = max(0, self._in_backward - 1)
+
+    def __enter__(self) -> ReluMonitor:
+        _hooks.add_hook(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _hooks.remove_hook(self)
+
+
+def relu_monitor() -> ReluMonitor:
+    """`with relu_monitor() as relus:` around a forward; pass `relus=relus` to `grad_report`."""
+    return ReluMonitor()
+
+
+# -- snapshots ------------------------------------------------------------------------------------------------
+@dataclass
+class Snapshot:
+    """Copies of parameter values (by id), taken before an optimizer step."""
+
+    values: dict[int, Any]
+
+    def before(self, p: Any) -> Any:
+        return self.values.get(id(p))
+
+
+def snapshot(model_or_params: Any) -> Snapshot:
+    """Copy every parameter's value now (call right before `optimizer.step()`)."""
+    return Snapshot({id(p): p.data.copy() for _, p in named_params(model_or_params)})
+
+
+# -- the report -----------------------------------------------------------------------------------------------
+@dataclass
+class ParamRow:
+    name: str
+    shape: tuple
+    grad_norm: float | None
+    param_norm: float | None
+    update_norm: float | None = None
+    update_ratio: float | None = None
+    has_grad: bool = True
+    nonfinite_grad: bool = False
+
+
+@dataclass
+class GradReport:
+    """The numbers; `text()` formats them, `emit()` sends them as a `grad_report` event."""
+
+    params: list[ParamRow] = field(default_factory=list)
+    relus: list[ReluStat] = field(default_factory=list)
+    optimizer: str | None = None
+
+    @property
+    def unused(self) -> list[str]:
+        """Names of the parameters that got no gradient."""
+        return [r.name for r in self.params if not r.has_grad]
+
+    def row(self, name: str) -> ParamRow:
+        for r in self.params:
+            if r.name == name:
+                return r
+        raise KeyError(f"grad_report: no parameter named {name!r}; have {[r.name for r in self.params]}")
+
+    def dead_fraction(self, module: str) -> float:
+        for s in self.relus:
+            if s.module == module:
+                return s.fraction
+        raise KeyError(f"grad_report: no ReLU recorded in {module!r}; have {[s.module for s in self.relus]}")
+
+    def text(self) -> str:
+        def f(x: float | None) -> str:
+            return "-" if x is None else f"{x:.3e}"
+
+        width = max([len(r.name) for r in self.params] + [9])
+        lines = [f"{'parameter':<{width}}  {'shape':<14} {'‖grad‖':>10} {'‖param‖':>10} {'‖Δ‖/‖p‖':>10}"]
+        for r in self.params:
+            g = "no grad" if not r.has_grad else ("NaN/Inf" if r.nonfinite_grad else f(r.grad_norm))
+            lines.append(f"{r.name:<{width}}  {str(r.shape):<14} {g:>10} {f(r.param_norm):>10} "
+                         f"{f(r.update_ratio):>10}")
+        if self.relus:
+            lines.append("dead ReLU units (zero for every sample of the last forward):")
+            for s in self.relus:
+                lines.append(f"  {s.module}: {s.dead}/{s.units} ({100 * s.fraction:.1f}%) over {s.samples} sample(s)")
+        unused = self.unused
+        lines.append("parameters with no gradient: " + (", ".join(unused) if unused else "none"))
+        return "\n".join(lines)
+
+    __str__ = text
+
+    def as_event_fields(self) -> dict[str, Any]:
+        return {
+            "params": [{"name": r.name, "shape": list(r.shape), "grad_norm": r.grad_norm,
+                        "param_norm": r.param_norm, "update_ratio": r.update_ratio, "has_grad": r.has_grad}
+                       for r in self.params[:1000]],
+            "dead_relu": [{"module": s.module, "units": s.units, "dead": s.dead, "fraction": s.fraction}
+                          for s in self.relus[:1000]],
+            "unused": self.unused[:1000],
+            "optimizer": self.optimizer,
+        }
+
+    def emit(self) -> None:
+        """Send the report to every attached hook as a `grad_report` event (the stream's generic kind)."""
+        if _hooks.ACTIVE:
+            _hooks.emit("grad_report", **self.as_event_fields())
+
+
+def grad_report(model_or_named_params: Any, optimizer: Any = None, before: Snapshot | None = None,
+                relus: ReluMonitor | None = None, emit: bool = True) -> GradReport:
+    """Build the report from the parameters' current `.grad` and values.
+
+    before: a `snapshot()` taken before the optimizer step (gives update norms and ratios).
+    relus: a ReluMonitor that watched the forward. emit: send a `grad_report` event when hooks are attached.
+    """
+    rows = []
+    for name, p in named_params(model_or_named_params):
+        g = getattr(p, "grad", None)
+        gd = None if g is None else g.data
+        gn = _norm(gd)
+        pn = _norm(p.data)
+        row = ParamRow(name, tuple(p.shape), gn, pn, has_grad=g is not None,
+                       nonfinite_grad=g is not None and gn is None)
+        if before is not None:
+            b = before.before(p)
+            if b is not None:
+                row.update_norm = _norm(_host(p.data).astype(np.float64) - _host(b).astype(np.float64))
+                row.update_ratio = (row.update_norm / pn) if row.update_norm is not None and pn else None
+        rows.append(row)
+    rep = GradReport(rows, sorted(relus.sites.values(), key=lambda s: s.module) if relus is not None else [],
+                     type(optimizer).__name__ if optimizer is not None else None)
+    if emit:
+        rep.emit()
+    return rep
+
+
+class _Tracker:
+    """`with grad_report.track(model) as rep:`: watches ReLUs and snapshots values on entry; fills `rep` on exit."""
+
+    def __init__(self, model: Any, optimizer: Any = None, emit: bool = True) -> None:
+        self.model, self.optimizer, self.emit = model, optimizer, emit
+        self.report = GradReport()
+        self.monitor = ReluMonitor()
+
+    def __enter__(self) -> GradReport:
+        self.snap = snapshot(self.model)
+        _hooks.add_hook(self.monitor)
+        return self.report
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        _hooks.remove_hook(self.monitor)
+        if exc_type is not None:
+            return
+        done = grad_report(self.model, self.optimizer, before=self.snap, relus=self.monitor, emit=self.emit)
+        self.report.params, self.report.relus, self.report.optimizer = done.params, done.relus, done.optimizer
+
+
+def track(model: Any, optimizer: Any = None, emit: bool = True) -> _Tracker:
+    """Context manager around a training step (forward, backward, step): returns the GradReport, filled on exit,
+    with dead ReLU fractions from the forward inside and update ratios from the values at entry."""
+    return _Tracker(model, optimizer, emit)
+
+
+grad_report.track = track  # type: ignore[attr-defined]

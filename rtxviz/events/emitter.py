@@ -1,0 +1,345 @@
+"""The emitter: `watch()` attaches the engine to an rtxviz server without ever blocking training.
+
+The engine thread only appends event dicts to a bounded deque (when it is full the event is dropped and
+counted). A daemon sender thread wakes every `flush_interval` seconds (or when a batch is ready), encodes up to
+`batch_size` events as NDJSON and POSTs them to ``/api/runs/{run_id}/events`` over one keep-alive connection.
+A failed send (server down, slow, or rejecting) loses that batch, counts it as dropped and backs off; the drop
+count travels to the server in the next batch that gets through (a `dropped` event and the `dropped` query
+parameter). On exit the sender gets `close_timeout` seconds to flush, then is abandoned.
+
+>>> import rtxviz.events as ev
+>>> with ev.watch("http://127.0.0.1:9", run_name="demo", close_timeout=0.2) as run:   # nothing listens on 9
+...     for i in range(3):
+...         with run.step(i):
+...             pass
+>>> run.stats()["sent"], run.stats()["dropped"] > 0
+(0, True)
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import secrets
+import sys
+import threading
+import time
+import urllib.parse
+from collections import deque
+from typing import Any, Protocol
+
+from ..engine import hooks as _hooks
+from .hook import EventHook
+from .stats import jsonable
+
+log = logging.getLogger("rtxviz.events")
+
+#: The run that `step()`, `optimizer_step()` and `report_*()` report to (the innermost `watch`).
+_CURRENT: list[Run] = []
+
+
+class Transport(Protocol):
+    """Where batches go. `send` raises on any failure (the batch is then counted as dropped)."""
+
+    def send(self, run: Run, lines: list[str], dropped: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class HttpTransport:
+    """POSTs NDJSON batches with the stdlib's http.client over one keep-alive connection."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 2.0) -> None:
+        parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
+        if parts.scheme not in ("http", "https"):
+            raise ValueError(f"watch: unsupported URL scheme {parts.scheme!r} in {url!r}; use http:// or https://")
+        self.scheme, self.host, self.port = parts.scheme, parts.hostname or "127.0.0.1", parts.port
+        self.base = parts.path.rstrip("/")
+        self.timeout = timeout
+        self.headers = {"Content-Type": "application/x-ndjson"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self._conn: http.client.HTTPConnection | None = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+            self._conn = cls(self.host, self.port, timeout=self.timeout)
+        return self._conn
+
+    def send(self, run: Run, lines: list[str], dropped: int) -> None:
+        query = urllib.parse.urlencode({"name": run.name, "dropped": dropped})
+        path = f"{self.base}/api/runs/{run.id}/events?{query}"
+        body = ("\n".join(lines)).encode()
+        conn = self._connection()
+        try:
+            conn.request("POST", path, body=body, headers=self.headers)
+            resp = conn.getresponse()
+            detail = resp.read()
+        except Exception:
+            self.close()
+            raise
+        if resp.status != 200:
+            raise RuntimeError(f"server answered {resp.status}: {detail[:300].decode(errors='replace')}")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class _Step:
+    """The marker `run.step(i)` returns: begins step i now; `with` also ends it on exit."""
+
+    __slots__ = ("run", "index")
+
+    def __init__(self, run: Run | None, index: int) -> None:
+        self.run, self.index = run, index
+
+    def __enter__(self) -> _Step:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.run is not None:
+            self.run._end_step(self.index)
+
+
+_NULL_STEP = _Step(None, -1)
+
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
+
+
+class Run:
+    """One watched run: the hook, the bounded queue, the sender thread. Made by `watch()`."""
+
+    def __init__(self, transport: Transport, run_name: str | None = None, sample_every: int = 1,
+                 max_queue: int = 100_000, values_max_numel: int = 16, batch_size: int = 2000,
+                 flush_interval: float = 0.05, close_timeout: float = 2.0, meta: dict | None = None,
+                 run_id: str | None = None) -> None:
+        if sample_every < 1:
+            raise ValueError(f"watch: sample_every must be >= 1, got {sample_every}")
+        if max_queue < 1 or batch_size < 1:
+            raise ValueError(f"watch: max_queue and batch_size must be >= 1, got {max_queue}, {batch_size}")
+        self.transport = transport
+        self.id = run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+        self.name = (run_name or os.path.basename(sys.argv[0] or "") or "run")[:200]
+        self.sample_every = int(sample_every)
+        self.meta = meta or {}
+        self.batch_size, self.flush_interval, self.close_timeout = batch_size, flush_interval, close_timeout
+        self._q: deque = deque()
+        self._max = int(max_queue)
+        self._queue_dropped = 0          # written by the producer thread only
+        self._send_dropped = 0           # written by the sender thread only
+        self._reported = 0
+        self._sent = 0
+        self._failed_batches = 0
+        self._last_error: str | None = None
+        self._wake = threading.Event()
+        self._closing = False
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._thread: threading.Thread | None = None
+        self._open_step: int | None = None
+        self.hook = EventHook(self._put, values_max_numel=values_max_numel)
+        self.started = self.closed = False
+
+    # -- the producer side (training thread) ------------------------------------------------------------------
+    def _put(self, event: dict) -> None:
+        q = self._q
+        if len(q) >= self._max:
+            self._queue_dropped += 1
+            return
+        q.append(event)
+        if len(q) == self.batch_size:
+            self._wake.set()
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        """Send a custom event (any kind matching the schema's KIND_PATTERN) with JSON-safe fields."""
+        self.hook.event(kind, **fields)
+
+    def step(self, index: int) -> _Step:
+        """Mark the start of training step `index` (ends the previous one); `with run.step(i):` also ends it.
+
+        Steps whose index is not a multiple of `sample_every` are not recorded: the hook is detached for them,
+        so the engine runs at full speed.
+        """
+        index = int(index)
+        if self._open_step is not None:
+            self._end_step(self._open_step)
+        sampled = index % self.sample_every == 0
+        self.hook.new_step(index)
+        if sampled:
+            _hooks.add_hook(self.hook)
+        else:
+            _hooks.remove_hook(self.hook)
+        self._open_step = index
+        self._put({"v": 1, "kind": "step_begin", "t": time.time(), "step": index, "sampled": sampled})
+        return _Step(self, index)
+
+    def _end_step(self, index: int) -> None:
+        if self._open_step != index:
+            return
+        self._open_step = None
+        self._put({"v": 1, "kind": "step_end", "t": time.time(), "step": index})
+        self.hook.new_step(None)
+        if not self.closed:
+            _hooks.add_hook(self.hook)  # between steps everything is recorded again
+
+    @property
+    def recording(self) -> bool:
+        """Whether the hook is attached now (false inside an unsampled step)."""
+        return self.hook in _hooks.ACTIVE
+
+    @property
+    def dropped(self) -> int:
+        return self._queue_dropped + self._send_dropped
+
+    def stats(self) -> dict[str, Any]:
+        """Counters: events sent (acknowledged by the server), dropped, queued; failed batches; last error."""
+        return {"sent": self._sent, "dropped": self.dropped, "queue_dropped": self._queue_dropped,
+                "send_dropped": self._send_dropped, "queued": len(self._q), "failed_batches": self._failed_batches,
+                "last_error": self._last_error}
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def start(self) -> Run:
+        if self.started:
+            return self
+        self.started = True
+        from .. import __version__
+
+        self._put({"v": 1, "kind": "run_start", "t": time.time(), "step": None, "name": self.name,
+                   "meta": jsonable(self.meta), "sample_every": self.sample_every, "version": __version__})
+        self._thread = threading.Thread(target=self._sender, name=f"rtxviz-sender-{self.id}", daemon=True)
+        self._thread.start()
+        _hooks.add_hook(self.hook)
+        _CURRENT.append(self)
+        return self
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Detach, send what is queued (within `close_timeout` seconds), stop the sender."""
+        if self.closed or not self.started:
+            return
+        if self._open_step is not None:
+            self._end_step(self._open_step)
+        self.closed = True
+        _hooks.remove_hook(self.hook)
+        if self in _CURRENT:
+            _CURRENT.remove(self)
+        end = {"v": 1, "kind": "run_end", "t": time.time(), "step": None, "status": "error" if error else "ok",
+               "error": None if error is None else f"{type(error).__name__}: {error}"[:1000],
+               "dropped": self.dropped, "sent": self._sent}
+        self._q.append(end)  # past the bound on purpose: the end of a run is worth one slot
+        self._closing = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(self.close_timeout)
+        if self.dropped:
+            log.warning("rtxviz.watch: run %s dropped %d event(s) (%s)", self.id, self.dropped,
+                        self._last_error or "queue full")
+
+    def __enter__(self) -> Run:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(exc)
+
+    # -- the sender thread -----------------------------------------------------------------------------------
+    def _sender(self) -> None:
+        deadline = None
+        while True:
+            self._wake.wait(self.flush_interval)
+            self._wake.clear()
+            if self._closing and deadline is None:
+                deadline = time.monotonic() + self.close_timeout
+            self._drain(deadline)
+            if self._closing and (not self._q or time.monotonic() >= deadline):
+                break
+        # whatever could not be sent in time is lost: count it
+        self._send_dropped += len(self._q)
+        self._q.clear()
+        self.transport.close()
+
+    def _drain(self, deadline: float | None) -> None:
+        q = self._q
+        while q:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return
+            if now < self._retry_at:
+                if deadline is not None:  # closing, and no time left to retry: what is queued is lost
+                    self._send_dropped += len(q)
+                    q.clear()
+                return
+            batch = []
+            pop = q.popleft
+            for _ in range(min(self.batch_size, len(q))):
+                batch.append(pop())
+            dropped = self.dropped
+            if dropped != self._reported:
+                batch.append({"v": 1, "kind": "dropped", "t": time.time(), "step": None, "total": dropped,
+                              "new": dropped - self._reported, "reason": "queue_full_or_send_failed"})
+            lines = [self._encode(ev) for ev in batch]
+            try:
+                self.transport.send(self, lines, dropped)
+            except Exception as exc:  # anything: the training loop must never see it
+                self._failed_batches += 1
+                self._last_error = f"{type(exc).__name__}: {exc}"[:300]
+                self._send_dropped += len(batch) - (dropped != self._reported)
+                self._backoff = min(5.0, max(0.25, self._backoff * 2))
+                self._retry_at = time.monotonic() + self._backoff
+                return
+            self._backoff = 0.0
+            self._reported = dropped
+            self._sent += len(batch)
+
+    @staticmethod
+    def _encode(ev: dict) -> str:
+        try:
+            return _encode(ev)
+        except (ValueError, TypeError):  # NaN or an odd object slipped through: make it JSON-safe
+            return _encode(jsonable(ev, max_len=2000))
+
+
+def watch(url: str | None = None, run_name: str | None = None, sample_every: int = 1, max_queue: int = 100_000,
+          values_max_numel: int = 16, token: str | None = None, meta: dict | None = None,
+          transport: Transport | None = None, **options: Any) -> Run:
+    """Stream this process's engine events to an rtxviz server (a context manager returning the Run).
+
+    url: the server, e.g. ``http://127.0.0.1:8000``; default: the RTXVIZ_SERVER environment variable.
+    token: sent as a bearer token; default: RTXVIZ_TOKEN. sample_every: record every k-th `step()`.
+    max_queue: events held in memory at most (beyond that they are dropped and counted).
+    values_max_numel: tensors with at most this many elements carry their values.
+    Other options go to `Run` (batch_size, flush_interval, close_timeout, run_id).
+
+    >>> with watch("http://127.0.0.1:9", run_name="mlp", close_timeout=0.1) as run:
+    ...     run.name
+    'mlp'
+    """
+    if transport is None:
+        url = url or os.environ.get("RTXVIZ_SERVER")
+        if not url:
+            raise ValueError("watch: no server URL; pass url='http://127.0.0.1:8000' or set RTXVIZ_SERVER "
+                             "(start a server with `rtxviz serve`)")
+        transport = HttpTransport(url, token or os.environ.get("RTXVIZ_TOKEN"),
+                                  timeout=float(options.pop("timeout", 2.0)))
+    return Run(transport, run_name=run_name, sample_every=sample_every, max_queue=max_queue,
+               values_max_numel=values_max_numel, meta=meta, **options)
+
+
+def current_run() -> Run | None:
+    """The innermost active `watch` run, or None."""
+    return _CURRENT[-1] if _CURRENT else None
+
+
+def step(index: int) -> _Step:
+    """Mark step `index` on the current run (a no-op marker when nothing is watched).
+
+    >>> with step(3):
+    ...     pass
+    """
+    run = _CURRENT[-1] if _CURRENT else None
+    if run is None:
+        return _NULL_STEP
+    return run.step(index)

@@ -1,0 +1,134 @@
+"""Reports that come from outside the engine: optimizer steps and gradient checks.
+
+The training kit sits below the event stream, so an optimizer reports through the engine's hooks (and pays
+one truth test when nothing is attached):
+
+    def step(self):
+        if hooks.ACTIVE: hooks.emit("optimizer_step_begin", optimizer=self)
+        ...  # the update, in place on p.data
+        if hooks.ACTIVE: hooks.emit("optimizer_step_end", optimizer=self)
+
+The EventHook snapshots the parameters at begin and reports at end. Code that may import rtxviz.events can
+instead wrap its update in ``with rtxviz.events.optimizer_step(params):``.
+
+>>> from rtxviz import Tensor, Variable
+>>> p = Variable.from_tensor(Tensor.from_slice([3.0, 4.0], [2]), name="w")
+>>> with optimizer_step([p]):     # no run is watched: a no-op
+...     p.data -= 1.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .emitter import _CURRENT, Run
+from .schema import MAX_PARAMS
+
+_NULL = contextlib.nullcontext()
+
+
+def _params(source: Any) -> list:
+    """Parameters from a list of Variables, an optimizer (`.params` or `.param_groups`) or a module."""
+    if hasattr(source, "param_groups"):
+        return [p for g in source.param_groups for p in (g["params"] if isinstance(g, dict) else g)]
+    if hasattr(source, "params") and not callable(source.params):
+        return list(source.params)
+    if hasattr(source, "parameters") and callable(source.parameters):
+        return list(source.parameters())
+    return list(source)
+
+
+def _norm(a: Any) -> float | None:
+    if a is None:
+        return None
+    flat = a.ravel()
+    if type(flat) is np.ndarray:
+        v = math.sqrt(float(np.dot(flat, flat))) if flat.dtype.kind == "f" else float(np.linalg.norm(flat))
+    else:
+        v = float(flat.dot(flat).get()) ** 0.5
+    return v if math.isfinite(v) else None
+
+
+def _watched() -> Run | None:
+    run = _CURRENT[-1] if _CURRENT else None
+    return run if run is not None and run.recording else None
+
+
+class _OptimizerStep:
+    def __init__(self, run: Run, params: list, name: str) -> None:
+        self.run, self.params, self.name = run, params, name
+
+    def __enter__(self) -> _OptimizerStep:
+        self.before = [p.data.copy() for p in self.params]
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        if exc_type is None:
+            report_update(self.run.hook, self.params, self.before, [p.data for p in self.params], self.name)
+
+
+def optimizer_step(params: Any, optimizer: Any = None) -> Any:
+    """Context manager around an optimizer's in-place update: reports per-parameter gradient norm, parameter
+    norm, update norm and update ratio (‖Δp‖ / ‖p‖) as one `optimizer_step` event.
+
+    `params`: Variables, or an optimizer / module holding them. Copies each parameter before the update, only
+    while a run is watched and the step is sampled; otherwise returns a shared no-op context.
+    """
+    run = _watched()
+    if run is None:
+        return _NULL
+    name = type(optimizer if optimizer is not None else params).__name__
+    return _OptimizerStep(run, _params(params)[:MAX_PARAMS], name)
+
+
+def report_optimizer_step(params: Any, before: Sequence[Any], after: Sequence[Any] | None = None,
+                          optimizer: str = "") -> None:
+    """Report an update given the parameter arrays before and (default: now) after it."""
+    run = _watched()
+    if run is None:
+        return
+    ps = _params(params)[:MAX_PARAMS]
+    report_update(run.hook, ps, before, after if after is not None else [p.data for p in ps], optimizer)
+
+
+def snapshot(source: Any) -> tuple[list, list]:
+    """(parameters, copies of their arrays) before an update."""
+    params = _params(source)[:MAX_PARAMS]
+    return params, [p.data.copy() for p in params]
+
+
+def report_update(hook: Any, params: list, before: Sequence[Any], after: Sequence[Any], name: str) -> None:
+    """Emit one `optimizer_step` event through `hook` (an EventHook)."""
+    rows = []
+    for p, b, a in zip(params, before, after, strict=False):
+        pn = _norm(a)
+        un = _norm(a - b)
+        lid = hook.leaf_id(p)
+        grad = getattr(p, "grad", None)
+        gn = _norm(None if grad is None else grad.data)  # now, not at backward: clipping may have changed it
+        rows.append({
+            "leaf": lid, "name": getattr(p, "name", None), "grad_norm": gn, "param_norm": pn, "update_norm": un,
+            "update_ratio": (un / pn) if un is not None and pn else None,
+        })
+    hook.sink({"v": 1, "kind": "optimizer_step", "t": time.time(), "step": hook.step, "optimizer": name[:200],
+               "params": rows})
+
+
+def report_gradcheck(name: str, passed: bool, max_abs_error: float | None = None,
+                     max_rel_error: float | None = None, **details: Any) -> None:
+    """Report a gradient-check result to the current run (no-op when none). Extra details travel as fields.
+
+    The engine's gradcheck can equally call ``hooks.emit("gradcheck", name=..., passed=..., ...)``.
+    """
+    run = _CURRENT[-1] if _CURRENT else None
+    if run is None:
+        return
+    run.hook.event("gradcheck", name=str(name)[:200], passed=bool(passed), max_abs_error=max_abs_error,
+                   max_rel_error=max_rel_error, **details)
+

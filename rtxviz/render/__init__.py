@@ -1,0 +1,103 @@
+"""Graphs on paper and in notebooks: `render(output, "graph.svg")`, DOT text, graphviz with a timeout.
+
+Importing this package also gives every Variable a `_repr_svg_`, so a non-leaf Variable shows as its graph in
+Jupyter (leaves, and machines without graphviz, fall back to the plain repr).
+
+>>> import rtxviz
+>>> from rtxviz.render import render, capture_grads
+>>> x = rtxviz.Variable.from_tensor(rtxviz.Tensor.from_slice([1.0, -2.0], [2]), name="x")
+>>> with capture_grads() as grads:
+...     y = (x * x).sum()
+...     y.backward()
+>>> render(y, "/tmp/rtxviz_doctest.dot", grads=grads)
+'/tmp/rtxviz_doctest.dot'
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..engine.errors import RtxvizError
+from ..engine.variable import Variable
+from .dot import DotOptions, quote, to_dot
+from .graph_model import EXPLODING, VANISHING, GEdge, GNode, GradCapture, GradStat, GraphModel, capture_grads
+from .graphviz_run import (
+    DEFAULT_MAX_NODES,
+    DEFAULT_TIMEOUT,
+    FORMATS,
+    GraphvizNotFound,
+    RenderFailed,
+    RenderTimeout,
+    find_dot,
+    render_model,
+    run_dot,
+    svg_or_none,
+)
+
+__all__ = [
+    "EXPLODING", "VANISHING", "DotOptions", "GEdge", "GNode", "GradCapture", "GradStat", "GraphModel",
+    "GraphvizNotFound", "RenderFailed", "RenderTimeout", "capture_grads", "find_dot", "graph_model", "quote",
+    "render", "render_model", "run_dot", "to_dot",
+]
+
+
+def graph_model(source: Any, grads: GradCapture | None = None, step: int | None | str = "last") -> GraphModel:
+    """A GraphModel from a Variable, a GraphModel (returned as is) or a run's events (a list of dicts)."""
+    if isinstance(source, GraphModel):
+        return source
+    if isinstance(source, Variable):
+        return GraphModel.from_variable(source, grads)
+    if isinstance(source, Iterable) and not isinstance(source, str | bytes):
+        return GraphModel.from_events(source, step=step)
+    raise TypeError(f"render: expected a Variable, a GraphModel or a list of events, got {type(source).__name__}")
+
+
+def render(output: Any, path: str = "graph.svg", show_grads: bool = True, show_saved: bool = False,
+           show_attrs: bool = False, group_modules: bool = True, *, grads: GradCapture | None = None,
+           max_nodes: int = DEFAULT_MAX_NODES, timeout: float = DEFAULT_TIMEOUT, step: int | None | str = "last",
+           **dot_options: Any) -> str:
+    """Draw the graph behind `output` to `path`; the format follows the extension (.svg, .png, .pdf, or .dot
+    for the DOT text alone, which needs no graphviz). Returns `path`.
+
+    output: a Variable (its recorded graph), a GraphModel, or a recorded run's events (`step` picks the step).
+    show_grads: gradient norms on nodes and edges, vanishing/exploding/NaN marked; leaves show `.grad`, ops
+    show what `grads` (a `capture_grads()` active during backward) recorded. show_saved: bytes each node
+    keeps for backward. show_attrs: the op's rule and attributes. group_modules: module paths as clusters, and
+    above `max_nodes` nodes whole modules fold into one box each. `dot` runs with a `timeout` (seconds).
+
+    >>> render(rtxviz.Variable.from_tensor(rtxviz.Tensor.ones([2])).sum(), "/tmp/g.svg")  # doctest: +SKIP
+    '/tmp/g.svg'
+    """
+    ext = os.path.splitext(str(path))[1].lower().lstrip(".")
+    fmt = FORMATS.get(ext)
+    if fmt is None:
+        raise RtxvizError(f"render: cannot tell the format of {str(path)!r}; use a .svg, .png, .pdf or .dot file")
+    model = graph_model(output, grads, step)
+    data = render_model(model, fmt, show_grads=show_grads, show_saved=show_saved, show_attrs=show_attrs,
+                        group_modules=group_modules, max_nodes=max_nodes, timeout=timeout, **dot_options)
+    with open(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def _variable_repr_svg(self: Variable) -> str | None:
+    """Jupyter: a non-leaf Variable shows its graph (None falls back to the text repr)."""
+    return svg_or_none(self)
+
+
+Variable._repr_svg_ = _variable_repr_svg  # type: ignore[attr-defined]
+
+
+class _CallableModule(type(os)):
+    """`rtxviz.render(...)` calls `render`, while `rtxviz.render.capture_grads` etc. stay reachable: the package
+    can be exported from rtxviz/__init__.py as the module itself without the function shadowing it."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        return render(*args, **kwargs)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,84 @@
+"""`rtxviz render RUN -o out.svg`: draw a recorded run's step from the server's SQLite file or its REST API.
+
+Register it in rtxviz/cli.py with one line (the `command` registry there):
+
+    from .render.cli import configure_render, run_render
+    command("render", "draw a recorded run's graph to SVG/PNG/PDF/DOT", configure_render)(run_render)
+
+or, with a plain argparse sub-parser set, `add_render_command(subparsers)`.
+
+>>> p = __import__("argparse").ArgumentParser(); configure_render(p)
+>>> p.parse_args(["latest", "-o", "g.svg", "--step", "3"]).step
+'3'
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from ..engine.errors import RtxvizError
+
+HELP = "draw a recorded run's graph (one step) to SVG, PNG, PDF or DOT"
+
+
+def configure_render(p: argparse.ArgumentParser) -> None:
+    # dest is not "run": rtxviz/cli.py stores the handler in args.run
+    p.add_argument("run_ref", metavar="RUN", help="run id, unique run name, or 'latest'")
+    p.add_argument("-o", "--output", default="graph.svg", help="output file; format by extension (default graph.svg)")
+    p.add_argument("--step", default="last", help="step to draw: a number, 'none' (events outside steps) or 'last' "
+                                                  "(default: the last step that recorded nodes)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--db", default=None, help="the server's SQLite file (default $RTXVIZ_DB or ~/.rtxviz/runs.db)")
+    src.add_argument("--url", default=None, help="read from a running server instead, e.g. http://127.0.0.1:8000")
+    p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
+    p.add_argument("--no-grads", action="store_true", help="leave gradient norms and marks out")
+    p.add_argument("--saved", action="store_true", help="show bytes saved for backward per node")
+    p.add_argument("--attrs", action="store_true", help="show each op's rule and attributes")
+    p.add_argument("--no-groups", action="store_true", help="no module clusters, no collapsing")
+    p.add_argument("--max-nodes", type=int, default=300, help="collapse module groups above this many nodes")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds graphviz may take (default 30)")
+
+
+def _step(text: str) -> Any:
+    if text in ("last", "none"):
+        return "last" if text == "last" else None
+    try:
+        return int(text)
+    except ValueError:
+        raise RtxvizError(f"render: --step must be a number, 'none' or 'last', got {text!r}") from None
+
+
+def load_events(args: argparse.Namespace) -> tuple[str, list[dict]]:
+    from ..export.source import events_from_db, events_from_server
+
+    if args.url:
+        return events_from_server(args.url, args.run_ref, token=args.token)
+    db = args.db or os.environ.get("RTXVIZ_DB") or os.path.join(os.path.expanduser("~"), ".rtxviz", "runs.db")
+    return events_from_db(db, args.run_ref)
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from . import render
+
+    try:
+        run_id, events = load_events(args)
+        step = _step(args.step)
+        path = render(events, args.output, show_grads=not args.no_grads, show_saved=args.saved,
+                      show_attrs=args.attrs, group_modules=not args.no_groups, max_nodes=args.max_nodes,
+                      timeout=args.timeout, step=step)
+    except RtxvizError as exc:
+        print(f"rtxviz render: {exc}", file=sys.stderr)
+        return 1
+    print(f"rtxviz render: run {run_id} -> {path}")
+    return 0
+
+
+def add_render_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `render` to an argparse sub-parser set (``parser.add_subparsers()``)."""
+    p = subparsers.add_parser("render", help=HELP, description=HELP)
+    configure_render(p)
+    p.set_defaults(run=run_render)
+    return p

@@ -1,0 +1,437 @@
+"""The one graph model that drawings are made from: built from a Variable's recorded graph or a run's events.
+
+Nodes are leaves (data inputs, constants), params, ops and outputs (ops whose value nothing else consumed); each
+carries op, shape, dtype, module path, rule, saved bytes and the gradient that reached it. Edges run forward
+(input -> op) and carry the gradient that flowed back along them. Groups collect nodes by module path.
+
+The event fields are the ones the browser reads (rtxviz/events/schema.py: `leaf`, `node`, `grad`, `leaf_grad`,
+`anomaly`), so a Variable and a recorded step give the same picture.
+
+>>> from rtxviz import Tensor, Variable
+>>> x = Variable.from_tensor(Tensor.from_slice([1.0, 2.0], [2]), name="x")
+>>> m = GraphModel.from_variable((x * x).sum())
+>>> [(n.kind, n.label) for n in m.nodes.values()]
+[('param', 'x'), ('op', 'mul'), ('output', 'sum')]
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..engine.graph import TapeNode, walk_nodes
+from ..engine.hooks import EngineHook, add_hook, remove_hook
+
+#: Gradient norms below this are marked vanishing, above `EXPLODING` exploding.
+VANISHING = 1e-7
+EXPLODING = 1e3
+
+
+@dataclass(frozen=True)
+class GradStat:
+    """A gradient's summary: its L2 norm (None when not finite) and NaN / Inf counts."""
+
+    norm: float | None
+    nan: int = 0
+    inf: int = 0
+
+    def status(self, vanishing: float = VANISHING, exploding: float = EXPLODING) -> str:
+        """One of "nan" (NaN or Inf present), "vanishing", "exploding", "ok"."""
+        if self.nan or self.inf or self.norm is None:
+            return "nan"
+        if self.norm < vanishing:
+            return "vanishing"
+        if self.norm > exploding:
+            return "exploding"
+        return "ok"
+
+    @staticmethod
+    def of(array: Any) -> GradStat:
+        """Summarise a numpy or cupy array (a Variable's `.data`)."""
+        if hasattr(array, "get") and type(array) is not np.ndarray:
+            array = array.get()
+        flat = np.asarray(array).ravel()
+        if flat.dtype.kind != "f":
+            flat = flat.astype(np.float64)
+        if flat.size == 0:
+            return GradStat(0.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sq = float(np.dot(flat, flat))
+        if math.isfinite(sq):
+            return GradStat(math.sqrt(sq))
+        nan, inf = int(np.isnan(flat).sum()), int(np.isinf(flat).sum())
+        if nan or inf:
+            return GradStat(None, nan, inf)
+        return GradStat(float(np.linalg.norm(flat.astype(np.float64))))  # only the squares overflowed
+
+    @staticmethod
+    def from_stats(stats: dict | None) -> GradStat | None:
+        """From an event's `Stats` dict (norm null means not finite, see its nan/inf counts)."""
+        if not stats:
+            return None
+        nan, inf = int(stats.get("nan") or 0), int(stats.get("inf") or 0)
+        norm = stats.get("norm")
+        if norm is None and not (nan or inf):
+            nan = 1  # a null norm with no counts: the summary saw a non-finite value
+        return GradStat(None if norm is None else float(norm), nan, inf)
+
+
+_RANK = {"nan": 3, "exploding": 2, "vanishing": 1, "ok": 0}
+
+
+def worst(stats: Iterable[GradStat | None]) -> GradStat | None:
+    """The most alarming of several gradient summaries (NaN > exploding > vanishing > largest ok)."""
+    best: GradStat | None = None
+    for s in stats:
+        if s is None:
+            continue
+        if best is None:
+            best = s
+            continue
+        a, b = _RANK[s.status()], _RANK[best.status()]
+        if a > b or (a == b and (s.norm or 0.0) > (best.norm or 0.0)):
+            best = s
+    return best
+
+
+@dataclass
+class GNode:
+    """One drawn node. `kind`: "leaf", "param", "op", "output" or "group" (a collapsed module)."""
+
+    key: str
+    kind: str
+    label: str
+    shape: tuple | None = None
+    dtype: str | None = None
+    module: str | None = None
+    op: str | None = None
+    rule: str = ""
+    attrs: dict = field(default_factory=dict)
+    saved_bytes: int | None = None
+    grad: GradStat | None = None
+    anomaly: str | None = None
+    engine_id: int | None = None
+    members: int = 1
+
+
+@dataclass
+class GEdge:
+    """Input `index` of `dst` comes from `src`; `grad` is the gradient that flowed back along it."""
+
+    src: str
+    dst: str
+    index: int
+    grad: GradStat | None = None
+    count: int = 1
+
+
+@dataclass
+class GraphModel:
+    """Nodes (producers before consumers, a dict keyed by `GNode.key`) and forward edges."""
+
+    nodes: dict[str, GNode] = field(default_factory=dict)
+    edges: list[GEdge] = field(default_factory=list)
+    title: str | None = None
+    collapsed_depth: int | None = None
+
+    # -- queries ---------------------------------------------------------------------------------------------
+    def groups(self) -> dict[str, list[str]]:
+        """Module path -> keys of the nodes recorded in it (nodes outside every module are left out)."""
+        out: dict[str, list[str]] = {}
+        for n in self.nodes.values():
+            if n.module:
+                out.setdefault(n.module, []).append(n.key)
+        return out
+
+    def ops(self) -> list[GNode]:
+        return [n for n in self.nodes.values() if n.kind in ("op", "output", "group")]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def _repr_svg_(self) -> str | None:
+        from .graphviz_run import svg_or_none
+
+        return svg_or_none(self)
+
+    # -- builders --------------------------------------------------------------------------------------------
+    @staticmethod
+    def from_variable(output: Any, grads: GradCapture | None = None) -> GraphModel:
+        """The graph behind `output` (a Variable): walked iteratively from `output.grad_fn`.
+
+        Leaves show their `.grad`; ops show the gradients recorded by `grads` (a `capture_grads()` that was
+        active during backward), else none ("not computed"). Shapes come from `grads` (recorded in forward),
+        the node's saved tensors, or the consumers' saved inputs.
+        """
+        model = GraphModel()
+        root = getattr(output, "_node", None)
+        if root is None:
+            name = getattr(output, "name", None) or "value"
+            kind = "param" if getattr(output, "requires_grad", False) and getattr(output, "name", None) else "leaf"
+            model.nodes["v1"] = GNode("v1", kind, name, tuple(output.shape), output.dtype.name,
+                                      grad=_leaf_grad(output, grads))
+            return model
+        order = list(reversed(walk_nodes(root)))  # producers first
+        shapes: dict[int, tuple[tuple, str]] = {}
+        for node in order:  # what consumers saved tells the shape of what they consumed
+            ins = node.inputs
+            if ins is None or node.freed:
+                continue
+            for e, t in zip(node.next, ins, strict=False):
+                if e.__class__ is TapeNode and t is not None:
+                    shapes.setdefault(id(e), (tuple(t.data.shape), t.data.dtype.name))
+        leaf_keys: dict[int, str] = {}
+        node_keys: dict[int, str] = {}
+        for node in order:
+            for e in node.next:
+                if e is not None and e.__class__ is not TapeNode and id(e) not in leaf_keys:
+                    key = leaf_keys[id(e)] = f"v{len(leaf_keys) + 1}"
+                    name = getattr(e, "name", None)
+                    is_param = type(e).__name__ == "Parameter" or (bool(e.requires_grad) and name is not None)
+                    model.nodes[key] = GNode(key, "param" if is_param else "leaf", name or "input",
+                                             tuple(e.shape), e.dtype.name, grad=_leaf_grad(e, grads))
+            key = node_keys[id(node)] = f"n{len(node_keys) + 1}"
+            shape, dtype = _node_shape(node, output if node is root else None, grads, shapes)
+            model.nodes[key] = GNode(
+                key, "output" if node is root else "op", node.op.name, shape, dtype, node.module_path,
+                node.op.name, node.op.rule or "", dict(node.attrs or {}), None if node.freed else node.saved_nbytes(),
+                grads.node_grad(node) if grads is not None else _retained(output, node, root), engine_id=node.id,
+            )
+            for i, e in enumerate(node.next):
+                if e is None:
+                    continue
+                src = node_keys[id(e)] if e.__class__ is TapeNode else leaf_keys[id(e)]
+                g = grads.edge_grad(node, i) if grads is not None else None
+                model.edges.append(GEdge(src, key, i, g))
+        return model
+
+    @staticmethod
+    def from_events(events: Iterable[dict], step: int | None | str = "last") -> GraphModel:
+        """The graph of one step of a recorded run, from its events (dicts as the server stores them).
+
+        step: an int, None (events outside any step), or "last" (the last step that recorded nodes; all
+        events when the run has no steps).
+        """
+        events = list(events)
+        node_steps = [e.get("step") for e in events if e.get("kind") == "node"]
+        if step == "last":
+            step = node_steps[-1] if node_steps else None
+        model = GraphModel(title=None if step is None else f"step {step}")
+        leaves = {e["id"]: e for e in events if e.get("kind") == "leaf"}  # leaves are announced once per run
+        mine = [e for e in events if e.get("step") == step]
+        leaf_grads: dict[int, GradStat | None] = {}
+        node_grads: dict[int, dict] = {}
+        anomalies: dict[int, str] = {}
+        for e in mine:
+            k = e.get("kind")
+            if k == "grad":
+                node_grads[e["node"]] = e
+            elif k == "leaf_grad":
+                leaf_grads[e["leaf"]] = GradStat.from_stats(e.get("stats"))
+            elif k == "anomaly" and e.get("node") is not None:
+                anomalies.setdefault(e["node"], e.get("message") or f"{e.get('phase')} NaN/Inf")
+        nodes = [e for e in mine if e.get("kind") == "node"]
+        consumed = {r["node"] for e in nodes for r in e.get("inputs", ()) if "node" in r}
+        node_keys: dict[int, str] = {}
+        leaf_keys: dict[int, str] = {}
+        for e in nodes:
+            for ref in e.get("inputs", ()):
+                lid = ref.get("leaf")
+                if lid is None or lid in leaf_keys:
+                    continue
+                le = leaves.get(lid, {})
+                if le and not le.get("requires_grad", True):
+                    continue  # a constant or data input: not drawn, as in from_variable (no gradient edge)
+                key = leaf_keys[lid] = f"v{len(leaf_keys) + 1}"
+                label = le.get("name") or ("input" if le else f"leaf {lid}")
+                model.nodes[key] = GNode(key, "param" if le.get("param") else "leaf", label,
+                                         tuple(le["shape"]) if "shape" in le else None, le.get("dtype"),
+                                         grad=leaf_grads.get(lid), engine_id=lid)
+            key = node_keys[e["id"]] = f"n{len(node_keys) + 1}"
+            ge = node_grads.get(e["id"])
+            model.nodes[key] = GNode(
+                key, "op" if e["id"] in consumed else "output", e["op"], tuple(e.get("shape", ())), e.get("dtype"),
+                e.get("module"), e["op"], e.get("rule", ""), dict(e.get("attrs") or {}), e.get("saved_bytes"),
+                GradStat.from_stats(ge["output"]) if ge else None, anomalies.get(e["id"]), engine_id=e["id"],
+            )
+            for i, ref in enumerate(e.get("inputs", ())):
+                src = node_keys.get(ref["node"]) if "node" in ref else leaf_keys.get(ref.get("leaf"))
+                if src is None:
+                    continue  # a node of another step (a value carried over): not drawn
+                g = None
+                if ge and i < len(ge.get("inputs", ())):
+                    g = GradStat.from_stats(ge["inputs"][i])
+                model.edges.append(GEdge(src, key, i, g))
+        return model
+
+    # -- collapsing ------------------------------------------------------------------------------------------
+    def collapse(self, depth: int) -> GraphModel:
+        """Fold every module path deeper than `depth` components into one "group" node per prefix.
+
+        Params consumed only inside one group fold into it; edges between groups are merged (their gradient
+        is the most alarming of the merged ones).
+        """
+        target: dict[str, str] = {}
+        groups: dict[str, GNode] = {}
+        out = GraphModel(title=self.title, collapsed_depth=depth)
+        for n in self.nodes.values():
+            if n.kind in ("op", "output") and n.module:
+                prefix = ".".join(n.module.split(".")[:depth])
+                gkey = "g:" + prefix
+                g = groups.get(gkey)
+                if g is None:
+                    g = groups[gkey] = GNode(gkey, "group", prefix, module=prefix, members=0)
+                    out.nodes[gkey] = g
+                g.members += 1
+                g.grad = worst([g.grad, n.grad])
+                g.anomaly = g.anomaly or n.anomaly
+                if n.kind == "output":
+                    g.shape, g.dtype = n.shape, n.dtype
+                target[n.key] = gkey
+            else:
+                out.nodes[n.key] = replace(n)
+                target[n.key] = n.key
+        # a param whose every consumer lies in one group belongs to that group
+        consumers: dict[str, set[str]] = {}
+        for e in self.edges:
+            consumers.setdefault(e.src, set()).add(target[e.dst])
+        for key, dsts in consumers.items():
+            n = self.nodes[key]
+            if n.kind == "param" and len(dsts) == 1 and next(iter(dsts)).startswith("g:"):
+                gkey = next(iter(dsts))
+                target[key] = gkey
+                out.nodes.pop(key, None)
+                out.nodes[gkey].attrs["params"] = out.nodes[gkey].attrs.get("params", 0) + 1
+        merged: dict[tuple[str, str], GEdge] = {}
+        for e in self.edges:
+            s, d = target[e.src], target[e.dst]
+            if s == d:
+                continue
+            m = merged.get((s, d))
+            if m is None:
+                merged[(s, d)] = GEdge(s, d, e.index, e.grad)
+            else:
+                m.count += 1
+                m.grad = worst([m.grad, e.grad])
+        out.edges = list(merged.values())
+        return out
+
+    def max_depth(self) -> int:
+        return max((len(n.module.split(".")) for n in self.nodes.values() if n.module), default=0)
+
+    def fit(self, max_nodes: int) -> GraphModel:
+        """This model, or the least-collapsed version of it with at most `max_nodes` nodes (the most collapsed
+        one when none fits)."""
+        if len(self.nodes) <= max_nodes:
+            return self
+        best = self
+        for depth in range(self.max_depth(), 0, -1):
+            best = self.collapse(depth)
+            if len(best.nodes) <= max_nodes:
+                return best
+        return best
+
+
+def _node_shape(node: TapeNode, output: Any, grads: GradCapture | None,
+                shapes: dict[int, tuple[tuple, str]]) -> tuple[tuple | None, str | None]:
+    if output is not None:
+        return tuple(output.shape), output.dtype.name
+    if grads is not None:
+        known = grads.shapes.get(node)
+        if known is not None:
+            return known
+    if node.out_data is not None:
+        return tuple(node.out_data.shape), node.out_data.dtype.name
+    return shapes.get(id(node), (None, None))
+
+
+def _leaf_grad(v: Any, grads: GradCapture | None) -> GradStat | None:
+    if grads is not None:
+        g = grads.leaf_grad_of(v)
+        if g is not None:
+            return g
+    g = getattr(v, "grad", None)
+    return None if g is None else GradStat.of(g.data)
+
+
+def _retained(output: Any, node: TapeNode, root: TapeNode) -> GradStat | None:
+    g = getattr(output, "grad", None) if node is root else None
+    return None if g is None else GradStat.of(g.data)
+
+
+class GradCapture(EngineHook):
+    """Records, while active, each node's output shape (forward) and the gradients of a backward pass: the
+    gradient that reached each node and what flowed to each of its inputs. Keyed weakly by TapeNode, so the
+    capture never keeps a graph alive. Use `capture_grads()`.
+    """
+
+    name = "rtxviz.render.capture"
+
+    def __init__(self) -> None:
+        self.shapes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.node_grads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.edge_grads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # Variables compare elementwise (==), so leaves are keyed by id with a weak reference to check identity
+        self.leaf_grads: dict[int, tuple[Any, GradStat]] = {}
+        self._depth = 0
+
+    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+        if node is not None and not self._depth:
+            self.shapes[node] = (tuple(output.data.shape), output.data.dtype.name)
+
+    def backward_begin(self, roots: list, create_graph: bool) -> None:
+        self._depth += 1
+
+    def backward_end(self) -> None:
+        self._depth = max(0, self._depth - 1)
+
+    def backward_preprocess(self, node: Any, grad_output: Any) -> None:
+        self.node_grads[node] = GradStat.of(grad_output.data)
+        self.shapes.setdefault(node, (tuple(grad_output.data.shape), grad_output.data.dtype.name))
+
+    def backward_postprocess(self, node: Any, grad_output: Any, grad_inputs: tuple) -> None:
+        self.edge_grads[node] = tuple(None if g is None else GradStat.of(g.data) for g in grad_inputs)
+
+    def leaf_grad(self, variable: Any, grad: Any) -> None:
+        self.leaf_grads[id(variable)] = (weakref.ref(variable), GradStat.of(grad.data))
+
+    # -- lookups ---------------------------------------------------------------------------------------------
+    def node_grad(self, node: TapeNode) -> GradStat | None:
+        return self.node_grads.get(node)
+
+    def edge_grad(self, node: TapeNode, index: int) -> GradStat | None:
+        grads = self.edge_grads.get(node)
+        return grads[index] if grads is not None and index < len(grads) else None
+
+    def leaf_grad_of(self, v: Any) -> GradStat | None:
+        entry = self.leaf_grads.get(id(v))
+        return entry[1] if entry is not None and entry[0]() is v else None
+
+
+class capture_grads:  # noqa: N801 - used like a function: `with capture_grads() as grads:`
+    """Context manager: record gradient norms per node (and forward shapes) for `render(..., grads=...)`.
+
+    >>> from rtxviz import Tensor, Variable
+    >>> x = Variable.from_tensor(Tensor.from_slice([1.0, 2.0], [2]), name="x")
+    >>> with capture_grads() as grads:
+    ...     y = (x * 3.0).sum()
+    ...     y.backward()
+    >>> m = GraphModel.from_variable(y, grads)
+    >>> round(m.nodes["n1"].grad.norm, 4)    # dL/d(x*3) = [1, 1]
+    1.4142
+    """
+
+    def __init__(self) -> None:
+        self.capture = GradCapture()
+
+    def __enter__(self) -> GradCapture:
+        add_hook(self.capture)
+        return self.capture
+
+    def __exit__(self, *exc: object) -> None:
+        remove_hook(self.capture)

@@ -1,0 +1,13 @@
+"""The rtxviz server: FastAPI app (ingest, REST, WebSocket, static files), SQLite store, per-client hub.
+
+>>> from rtxviz.web import create_app
+>>> app = create_app(db=":memory:")
+>>> app.title
+'rtxviz'
+"""
+
+from __future__ import annotations
+
+from .app import Settings, create_app
+
+__all__ = ["Settings", "create_app"]

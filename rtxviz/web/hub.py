@@ -1,0 +1,197 @@
+"""The hub: relays a run's events to every WebSocket watching it, each client with its own bounded queue.
+
+Ingest calls `publish(run_id, first_seq, texts)` (never awaits a socket). Every client has an `asyncio.Queue` of
+batches and one sender task. When a client's queue is full the oldest batch is dropped; the sender notices the
+gap in sequence numbers and fills it from the store before sending the next live batch, so every client sees
+every event, in order, exactly once, at its own pace, and a stalled tab stalls only itself (measured in
+research/VIZ_ANCHORS.md §4.1: a loop of awaited sends lets one stuck socket starve all of them).
+
+Messages (JSON text frames), all carrying ``"type"``:
+- ``hello``: ``{"type": "hello", "v": 1, "run": {...}, "last_seq": N}`` once, on connect;
+- ``events``: ``{"type": "events", "run_id": ..., "first_seq": N, "replay": bool, "events": [ ... ]}``;
+- ``runs``: on the lobby socket, ``{"type": "runs", "run": {...}}`` when a run appears or changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from .store import Store
+
+log = logging.getLogger("rtxviz.web")
+
+
+class _Client:
+    __slots__ = ("ws", "run_id", "queue", "next_seq", "dropped_batches")
+
+    def __init__(self, ws: WebSocket, run_id: str | None, maxsize: int, next_seq: int) -> None:
+        self.ws = ws
+        self.run_id = run_id
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize)
+        self.next_seq = next_seq
+        self.dropped_batches = 0
+
+
+class Hub:
+    """Per-run sets of clients. Lives on the server's event loop: call `publish` from that loop only."""
+
+    def __init__(self, store: Store, max_clients: int = 64, queue_batches: int = 64, replay_chunk: int = 2000,
+                 send_timeout: float = 30.0) -> None:
+        self.store = store
+        self.max_clients, self.queue_batches = max_clients, queue_batches
+        self.replay_chunk, self.send_timeout = replay_chunk, send_timeout
+        self._runs: dict[str, set[_Client]] = {}
+        self._lobby: set[_Client] = set()
+        self._count = 0
+
+    @property
+    def client_count(self) -> int:
+        return self._count
+
+    # -- producers (ingest) ----------------------------------------------------------------------------------
+    def publish(self, run_id: str, first_seq: int, texts: list[str]) -> None:
+        """Hand a committed batch to every client of the run; never blocks."""
+        clients = self._runs.get(run_id)
+        if not clients:
+            return
+        item = (first_seq, texts)
+        for c in clients:
+            _offer(c, item)
+
+    def publish_run(self, run: dict[str, Any]) -> None:
+        """Tell lobby clients that a run appeared or changed."""
+        if not self._lobby:
+            return
+        item = (0, json.dumps({"type": "runs", "run": run}))
+        for c in self._lobby:
+            _offer(c, item)
+
+    # -- consumers (WebSockets) --------------------------------------------------------------------------------
+    async def serve_run(self, ws: WebSocket, run_id: str, after: int, run: dict[str, Any]) -> None:
+        """Stream run `run_id` to `ws` from seq `after + 1` on: first from the store, then live."""
+        client = _Client(ws, run_id, self.queue_batches, after + 1)
+        if not await self._admit(ws, client):
+            return
+        self._runs.setdefault(run_id, set()).add(client)
+        try:
+            await ws.send_text(json.dumps({"type": "hello", "v": 1, "run": run,
+                                           "last_seq": self.store.last_seq(run_id)}))
+            await self._run_client(client, self._send_events)
+        finally:
+            self._forget(client, self._runs.get(run_id))
+            if run_id in self._runs and not self._runs[run_id]:
+                del self._runs[run_id]
+
+    async def serve_lobby(self, ws: WebSocket, runs: list[dict[str, Any]]) -> None:
+        client = _Client(ws, None, self.queue_batches, 0)
+        if not await self._admit(ws, client):
+            return
+        self._lobby.add(client)
+        try:
+            await ws.send_text(json.dumps({"type": "hello", "v": 1, "runs": runs}))
+            await self._run_client(client, self._send_lobby)
+        finally:
+            self._forget(client, self._lobby)
+
+    async def _admit(self, ws: WebSocket, client: _Client) -> bool:
+        if self._count >= self.max_clients:
+            await ws.close(code=1013, reason=f"too many viewers (max {self.max_clients})")
+            return False
+        self._count += 1
+        return True
+
+    def _forget(self, client: _Client, group: set | None) -> None:
+        self._count -= 1
+        if group is not None:
+            group.discard(client)
+
+    async def _run_client(self, client: _Client, sender: Callable) -> None:
+        """Run the client's sender until it fails or the client goes away (we never read app messages, but
+        reading is how a closed socket is noticed)."""
+        send_task = asyncio.ensure_future(sender(client))
+        try:
+            await _drain_incoming(client.ws, send_task)
+        finally:
+            send_task.cancel()
+        if send_task.done() and not send_task.cancelled():
+            exc = send_task.exception()
+            if exc is not None and not isinstance(exc, WebSocketDisconnect | ConnectionError | TimeoutError):
+                log.warning("rtxviz hub: client failed: %r", exc)
+            try:  # the sender gave up (too slow, or failed): tell the peer
+                await client.ws.close(code=1011 if exc is not None else 1000)
+            except Exception:  # the peer is already gone
+                pass
+
+    async def _send(self, client: _Client, text: str) -> None:
+        # a peer that reads nothing for send_timeout seconds is cut off rather than held forever
+        await asyncio.wait_for(client.ws.send_text(text), self.send_timeout)
+
+    async def _send_events(self, client: _Client) -> None:
+        run_id = client.run_id
+        head = f'{{"type":"events","run_id":{json.dumps(run_id)},"first_seq":'
+        await self._replay(client, head, upto=None)
+        queue = client.queue
+        while True:
+            first, texts = await queue.get()
+            end = first + len(texts)
+            if end <= client.next_seq:
+                continue  # already sent (from the store)
+            if first > client.next_seq:  # a gap: batches were dropped for this client, or published late
+                await self._replay(client, head, upto=first - 1)
+            skip = client.next_seq - first
+            if skip > 0:
+                texts = texts[skip:]
+                first += skip
+            await self._send(client, f'{head}{first},"replay":false,"events":[{",".join(texts)}]}}')
+            client.next_seq = end
+
+    async def _replay(self, client: _Client, head: str, upto: int | None) -> None:
+        """Send events from the store, from client.next_seq up to `upto` (None: everything stored now)."""
+        store = self.store
+        while True:
+            rows = await asyncio.to_thread(store.events, client.run_id, client.next_seq - 1, self.replay_chunk,
+                                           None, None, upto)
+            if not rows:
+                return
+            first = rows[0][0]
+            await self._send(client, f'{head}{first},"replay":true,"events":[{",".join(r[1] for r in rows)}]}}')
+            client.next_seq = rows[-1][0] + 1
+            if len(rows) < self.replay_chunk:
+                return
+
+    async def _send_lobby(self, client: _Client) -> None:
+        while True:
+            _, text = await client.queue.get()
+            await self._send(client, text)
+
+
+def _offer(client: _Client, item: Any) -> None:
+    q = client.queue
+    if q.full():
+        try:
+            q.get_nowait()  # drop the oldest; the sender refills the gap from the store
+        except asyncio.QueueEmpty:
+            pass
+        client.dropped_batches += 1
+    q.put_nowait(item)
+
+
+async def _drain_incoming(ws: WebSocket, sender: asyncio.Future) -> None:
+    """Read (and ignore) what the peer sends until it disconnects or the sender stops."""
+    receive = asyncio.ensure_future(ws.receive())
+    try:
+        while True:
+            await asyncio.wait({receive, sender}, return_when=asyncio.FIRST_COMPLETED)
+            if sender.done():
+                return
+            if receive.result()["type"] == "websocket.disconnect":
+                return
+            receive = asyncio.ensure_future(ws.receive())
+    finally:
+        receive.cancel()

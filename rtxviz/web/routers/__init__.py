@@ -1,0 +1,1 @@
+"""API routers: ingest (events in), runs (REST reads), ws (live streams)."""

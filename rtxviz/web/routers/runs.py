@@ -1,0 +1,92 @@
+"""REST reads under /api: runs, a run's events (paged), its steps, its graph, the schema."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from ... import __version__
+from ...events.schema import SCHEMA_VERSION, json_schema
+from ..deps import settings_of, store_of
+from .ingest import RunIdPath
+
+router = APIRouter(tags=["runs"])
+
+_KIND = Annotated[list[str] | None, Query(max_length=32)]
+
+
+@router.get("/health")
+def health() -> dict[str, Any]:
+    return {"ok": True, "version": __version__, "schema": SCHEMA_VERSION}
+
+
+@router.get("/schema")
+def schema() -> dict[str, Any]:
+    """The event schema (JSON Schema per strictly modelled kind)."""
+    return {"version": SCHEMA_VERSION, "kinds": json_schema()}
+
+
+@router.get("/runs")
+async def list_runs(request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 1000) -> list[dict[str, Any]]:
+    """Every run, newest first: ``id``, ``name``, ``created``, ``status``, ``n_events``, ``dropped``, ..."""
+    return await run_in_threadpool(store_of(request).list_runs, limit)
+
+
+async def _run(request: Request, run_id: str) -> dict[str, Any]:
+    run = await run_in_threadpool(store_of(request).get_run, run_id)
+    if run is None:
+        raise HTTPException(404, f"no run {run_id!r}; GET /api/runs lists them")
+    return run
+
+
+@router.get("/runs/{run_id}")
+async def get_run(request: Request, run_id: RunIdPath) -> dict[str, Any]:
+    return await _run(request, run_id)
+
+
+@router.delete("/runs/{run_id}")
+async def delete_run(request: Request, run_id: RunIdPath) -> dict[str, Any]:
+    if not await run_in_threadpool(store_of(request).delete_run, run_id):
+        raise HTTPException(404, f"no run {run_id!r}")
+    return {"deleted": run_id}
+
+
+def _events_response(run_id: str, rows: list[tuple[int, str]], limit: int) -> Response:
+    # stored texts are already JSON: join them instead of decoding and re-encoding
+    next_after = rows[-1][0] if rows else None
+    more = "true" if len(rows) >= limit else "false"
+    body = (f'{{"run_id":"{run_id}","next_after":{"null" if next_after is None else next_after},'
+            f'"more":{more},"events":[{",".join(r[1] for r in rows)}]}}')
+    return Response(body, media_type="application/json")
+
+
+@router.get("/runs/{run_id}/events")
+async def run_events(request: Request, run_id: RunIdPath, after: Annotated[int, Query(ge=0)] = 0,
+                     limit: Annotated[int, Query(ge=1)] = 1000, kind: _KIND = None,
+                     step: int | None = None) -> Response:
+    """A page of a run's events with seq > `after` (optionally only some kinds, or one step), in order."""
+    await _run(request, run_id)
+    limit = min(limit, settings_of(request).max_page)
+    rows = await run_in_threadpool(store_of(request).events, run_id, after, limit, kind, step)
+    return _events_response(run_id, rows, limit)
+
+
+@router.get("/runs/{run_id}/steps")
+async def run_steps(request: Request, run_id: RunIdPath,
+                    limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000) -> list[dict[str, Any]]:
+    """The run's steps: ``step``, ``seq`` (where it began), ``sampled``."""
+    await _run(request, run_id)
+    return await run_in_threadpool(store_of(request).steps, run_id, limit)
+
+
+@router.get("/runs/{run_id}/graph")
+async def run_graph(request: Request, run_id: RunIdPath, step: int | None = None,
+                    after: Annotated[int, Query(ge=0)] = 0,
+                    limit: Annotated[int, Query(ge=1)] = 10_000) -> Response:
+    """The graph's structure: `leaf` and `node` events (of one step when given), paged like /events."""
+    await _run(request, run_id)
+    limit = min(limit, settings_of(request).max_page)
+    rows = await run_in_threadpool(store_of(request).events, run_id, after, limit, ["leaf", "node"], step)
+    return _events_response(run_id, rows, limit)

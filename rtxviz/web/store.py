@@ -1,0 +1,189 @@
+"""SQLite persistence for runs and their events: stdlib sqlite3, WAL, one writer connection, one reader.
+
+Events are stored as the JSON text the server will send (with ``seq`` already in it), so streaming from the store
+never re-encodes. `append` assigns each run's sequence numbers and commits before returning: whatever the ingest
+endpoint acknowledged survives a restart.
+
+>>> s = Store(":memory:")
+>>> s.append("r1", "demo", [("step_begin", 0, '{"v":1,"kind":"step_begin","t":0,"step":0}')], dropped=0)
+(1, ['{"seq":1,"v":1,"kind":"step_begin","t":0,"step":0}'])
+>>> [r["name"] for r in s.list_runs()]
+['demo']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running', meta TEXT NOT NULL DEFAULT '{}',
+    n_events INTEGER NOT NULL DEFAULT 0, dropped INTEGER NOT NULL DEFAULT 0, last_step INTEGER
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, step INTEGER, body TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_kind ON events (run_id, kind, seq);
+"""
+
+_RUN_COLUMNS = "id, name, created, updated, status, meta, n_events, dropped, last_step"
+
+
+class StoreFull(Exception):
+    """A bound on stored runs or events would be exceeded."""
+
+
+class Store:
+    """Runs and events in one SQLite file (or ``:memory:``). Thread-safe; writes are serialised."""
+
+    def __init__(self, path: str, max_runs: int = 1000, max_events_per_run: int = 20_000_000) -> None:
+        self.path = path
+        self.max_runs, self.max_events_per_run = max_runs, max_events_per_run
+        if path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._w = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._w.execute("PRAGMA journal_mode=WAL")
+        self._w.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
+        self._w.executescript(_SCHEMA)
+        # one reader connection beside the writer (WAL lets it read while the writer commits); an in-memory
+        # database exists only on its own connection, so there the writer reads too
+        self._r = self._w if path == ":memory:" else sqlite3.connect(path, check_same_thread=False)
+        self._wlock = threading.Lock()
+        self._rlock = self._wlock if self._r is self._w else threading.Lock()
+        self._next: dict[str, int] = {}
+        self._runs: set[str] = set()
+        for run_id, n in self._w.execute("SELECT id, (SELECT COALESCE(MAX(seq), 0) FROM events e "
+                                         "WHERE e.run_id = runs.id) FROM runs"):
+            self._next[run_id] = n + 1
+            self._runs.add(run_id)
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    def append(self, run_id: str, name: str | None, events: Sequence[tuple[str, int | None, str]],
+               dropped: int | None = None, meta: dict | None = None) -> tuple[int, list[str]]:
+        """Append `(kind, step, json_text)` events to a run (created if new); returns (first seq, stored texts).
+
+        The stored text is the event's JSON with ``"seq":N`` put first. `dropped` is the emitter's running total
+        of dropped events (kept as the run's maximum).
+        """
+        now = time.time()
+        with self._wlock:
+            first = self._next.get(run_id)
+            if first is None:
+                if len(self._runs) >= self.max_runs:
+                    raise StoreFull(f"the store holds {len(self._runs)} runs (max_runs={self.max_runs}); "
+                                    "delete some with DELETE /api/runs/{id}")
+                first = 1
+            if first - 1 + len(events) > self.max_events_per_run:
+                raise StoreFull(f"run {run_id} would exceed max_events_per_run={self.max_events_per_run}")
+            texts = [f'{{"seq":{first + i},{text.lstrip()[1:]}' for i, (_, _, text) in enumerate(events)]
+            rows = [(run_id, first + i, kind, step, texts[i]) for i, (kind, step, _) in enumerate(events)]
+            status = None
+            last_step = None
+            run_meta = meta
+            run_name = name
+            for kind, step, text in events:
+                if step is not None:
+                    last_step = step
+                if kind == "run_start":
+                    obj = json.loads(text)
+                    run_name, run_meta = obj.get("name") or run_name, obj.get("meta") or run_meta
+                    status = "running"
+                elif kind == "run_end":
+                    status = "ok" if json.loads(text).get("status", "ok") == "ok" else "error"
+            cur = self._w
+            cur.execute("BEGIN")
+            try:
+                if run_id not in self._runs:
+                    cur.execute("INSERT INTO runs (id, name, created, updated, meta) VALUES (?, ?, ?, ?, ?)",
+                                (run_id, (run_name or run_id)[:256], now, now, json.dumps(run_meta or {})))
+                cur.executemany("INSERT INTO events (run_id, seq, kind, step, body) VALUES (?, ?, ?, ?, ?)", rows)
+                cur.execute(
+                    "UPDATE runs SET updated = ?, n_events = n_events + ?, dropped = MAX(dropped, ?), "
+                    "last_step = COALESCE(?, last_step), status = COALESCE(?, status), "
+                    "name = COALESCE(?, name), meta = COALESCE(?, meta) WHERE id = ?",
+                    (now, len(rows), dropped or 0, last_step, status,
+                     None if run_name is None else run_name[:256],
+                     None if run_meta is None else json.dumps(run_meta), run_id))
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            self._runs.add(run_id)
+            self._next[run_id] = first + len(rows)
+            return first, texts
+
+    def delete_run(self, run_id: str) -> bool:
+        with self._wlock:
+            if run_id not in self._runs:
+                return False
+            self._w.execute("BEGIN")
+            self._w.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+            self._w.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            self._w.execute("COMMIT")
+            self._runs.discard(run_id)
+            self._next.pop(run_id, None)
+            return True
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def has_run(self, run_id: str) -> bool:
+        return run_id in self._runs
+
+    def last_seq(self, run_id: str) -> int:
+        """The highest committed seq of a run (0 when it has none)."""
+        return self._next.get(run_id, 1) - 1
+
+    def _query(self, sql: str, args: Sequence[Any]) -> list[tuple]:
+        with self._rlock:
+            return self._r.execute(sql, args).fetchall()
+
+    @staticmethod
+    def _run_row(row: tuple) -> dict[str, Any]:
+        d = dict(zip(_RUN_COLUMNS.split(", "), row, strict=True))
+        d["meta"] = json.loads(d["meta"])
+        return d
+
+    def list_runs(self, limit: int = 1000) -> list[dict[str, Any]]:
+        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created DESC LIMIT ?", (limit,))
+        return [self._run_row(r) for r in rows]
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        return self._run_row(rows[0]) if rows else None
+
+    def events(self, run_id: str, after: int = 0, limit: int = 1000, kinds: Sequence[str] | None = None,
+               step: int | None = None, upto: int | None = None) -> list[tuple[int, str]]:
+        """(seq, json text) of a run's events with seq > after (and <= upto), in order, at most `limit`."""
+        sql = "SELECT seq, body FROM events WHERE run_id = ? AND seq > ?"
+        args: list[Any] = [run_id, after]
+        if upto is not None:
+            sql += " AND seq <= ?"
+            args.append(upto)
+        if kinds:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            args.extend(kinds)
+        if step is not None:
+            sql += " AND step = ?"
+            args.append(step)
+        sql += " ORDER BY seq LIMIT ?"
+        args.append(limit)
+        return self._query(sql, args)
+
+    def steps(self, run_id: str, limit: int = 10_000) -> list[dict[str, Any]]:
+        """Each recorded step: its index, whether it was sampled, and the seq where it began."""
+        rows = self._query("SELECT seq, step, body FROM events WHERE run_id = ? AND kind = 'step_begin' "
+                           "ORDER BY seq LIMIT ?", (run_id, limit))
+        return [{"step": s, "seq": seq, "sampled": json.loads(b).get("sampled", True)} for seq, s, b in rows]
+
+    def close(self) -> None:
+        with self._wlock:
+            if self._r is not self._w:
+                self._r.close()
+            self._w.close()

@@ -1,0 +1,47 @@
+"""The schema accepts what it documents and says precisely what is wrong otherwise."""
+
+from __future__ import annotations
+
+import pytest
+
+from rtxviz.events.schema import CORE_KINDS, EventError, json_schema, validate_batch, validate_event
+
+
+def node(**over):
+    ev = {"v": 1, "kind": "node", "t": 1.5, "step": 0, "id": 3, "op": "mul", "inputs": [{"node": 1}, {"leaf": 2}],
+          "shape": [2, 3], "dtype": "float32", "device": "cpu"}
+    ev.update(over)
+    return ev
+
+
+def test_valid_node_and_generic_kinds():
+    assert validate_event(node())["id"] == 3
+    assert validate_event({"v": 1, "kind": "checkpoint_recompute", "t": 0.0, "segment": 1})["segment"] == 1
+    validate_batch([node(), {"v": 1, "kind": "cache_miss", "t": 0.0}])
+
+
+@pytest.mark.parametrize("bad, words", [
+    (node(id="three"), ["event 0", "id"]),
+    (node(extra_field=1), ["extra_field"]),
+    (node(v=2), ["v"]),
+    (node(shape=[-1]), ["shape"]),
+    (node(inputs=[{"tensor": 1}]), ["inputs"]),
+    ({"v": 1, "kind": "Not A Kind", "t": 0}, ["kind"]),
+    ({"v": 1, "kind": "cache_hit", "t": 0, "seq": 4}, ["seq"]),
+    ([1, 2], ["JSON object"]),
+])
+def test_invalid_events_name_the_problem(bad, words):
+    with pytest.raises(EventError) as err:
+        validate_event(bad)
+    for w in words:
+        assert w in str(err.value)
+
+
+def test_batch_error_points_at_the_right_event():
+    with pytest.raises(EventError, match=r"event 2 \(kind 'node'\): id"):
+        validate_batch([node(), {"v": 1, "kind": "x.y", "t": 0}, node(id=None)])
+
+
+def test_json_schema_covers_every_core_kind():
+    schema = json_schema()
+    assert CORE_KINDS <= set(schema) and schema["node"]["additionalProperties"] is False

@@ -1,0 +1,169 @@
+"""The server through FastAPI's TestClient: ingest, REST, WebSocket, errors, auth, persistence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from rtxviz.web import create_app
+
+NDJSON = {"Content-Type": "application/x-ndjson"}
+
+
+def ev(kind="step_begin", step=0, **fields):
+    return {"v": 1, "kind": kind, "t": 1.0, "step": step, **fields}
+
+
+def node(i, step=0):
+    return ev("node", step, id=i, op="mul", inputs=[{"leaf": 1}], shape=[2], dtype="float32", device="cpu")
+
+
+def ndjson(events):
+    return "\n".join(json.dumps(e) for e in events)
+
+
+@pytest.fixture
+def client(tmp_path):
+    with TestClient(create_app(db=str(tmp_path / "runs.db"))) as c:
+        yield c
+
+
+def post(client, run_id, events, **params):
+    return client.post(f"/api/runs/{run_id}/events", content=ndjson(events), headers=NDJSON, params=params)
+
+
+def test_ingest_then_read_back(client):
+    start = ev("run_start", None, name="mlp", meta={"lr": 0.1})
+    r = post(client, "run1", [start, ev("step_begin", 0), node(1), node(2), ev("step_begin", 1), node(3, 1)])
+    assert r.status_code == 200 and r.json() == {"run_id": "run1", "first_seq": 1, "count": 6}
+    assert post(client, "run1", [ev("step_end", 1)]).json()["first_seq"] == 7
+    (run,) = client.get("/api/runs").json()
+    assert run["id"] == "run1" and run["name"] == "mlp" and run["meta"] == {"lr": 0.1}
+    assert run["n_events"] == 7 and run["last_step"] == 1 and run["status"] == "running"
+    page = client.get("/api/runs/run1/events", params={"after": 2, "limit": 3}).json()
+    assert [e["seq"] for e in page["events"]] == [3, 4, 5] and page["more"] and page["next_after"] == 5
+    assert [e["id"] for e in client.get("/api/runs/run1/graph", params={"step": 0}).json()["events"]] == [1, 2]
+    assert [s["step"] for s in client.get("/api/runs/run1/steps").json()] == [0, 1]
+    kinds = client.get("/api/runs/run1/events", params={"kind": "node"}).json()["events"]
+    assert [e["seq"] for e in kinds] == [3, 4, 6]
+    assert client.get("/api/runs/nope").status_code == 404
+
+
+def test_json_body_format_and_drop_count(client):
+    body = {"events": [ev("step_begin", 0), ev("dropped", None, total=5, new=5)], "name": "j", "dropped": 5}
+    assert client.post("/api/runs/j1/events", json=body).status_code == 200
+    run = client.get("/api/runs/j1").json()
+    assert run["name"] == "j" and run["dropped"] == 5
+
+
+@pytest.mark.parametrize("body, words", [
+    ('{"v": 1, "kind": "node", "t": 1}', ["event 0", "id"]),
+    (ndjson([ev(), node(1), {**node(2), "shape": "big"}]), ["event 2", "shape"]),
+    ('{"v": 1, "kind": "step_end", "t": 1}\n{not json', ["event 1", "not valid JSON"]),
+    ('{"v": 1, "kind": "step_end", "t": NaN}', ["NaN"]),
+    ('{"v": 1, "kind": "step_end", "t": 1, "seq": 3}', ["seq"]),
+    ('{"v": 1, "kind": "step_end", "t": 1}{"v": 1}', ["event 0"]),
+])
+def test_malformed_events_get_422_with_a_message(client, body, words):
+    r = client.post("/api/runs/bad/events", content=body, headers=NDJSON)
+    assert r.status_code == 422, r.text
+    for w in words:
+        assert w in r.json()["detail"]
+    assert client.get("/api/runs/bad").status_code == 404  # nothing of a refused batch is kept
+
+
+def test_oversized_requests_get_413(tmp_path):
+    app = create_app(db=str(tmp_path / "x.db"), max_body_bytes=10_000, max_events_per_batch=5, max_event_bytes=500)
+    with TestClient(app) as c:
+        assert post(c, "r", [ev()] * 6).status_code == 413
+        assert post(c, "r", [ev("note", None, text="x" * 600)]).status_code == 413
+        r = post(c, "r", [ev("note", None, text="x" * 400)] * 30)
+        assert r.status_code == 413 and "limit" in r.json()["detail"]
+        assert post(c, "r", [ev()] * 5).status_code == 200
+
+
+def test_wrong_content_type_gets_415(client):
+    r = client.post("/api/runs/r/events", content=ndjson([ev()]), headers={"Content-Type": "text/plain"})
+    assert r.status_code == 415
+
+
+def test_token_required_everywhere(tmp_path):
+    with TestClient(create_app(db=str(tmp_path / "t.db"), token="s3cret")) as c:
+        assert c.get("/api/runs").status_code == 401
+        assert post(c, "r", [ev()]).status_code == 401
+        assert c.get("/api/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert c.post("/api/runs/r/events", content=ndjson([ev()]),
+                      headers={**NDJSON, "Authorization": "Bearer s3cret"}).status_code == 200
+        assert c.get("/api/runs", params={"token": "s3cret"}).json()[0]["id"] == "r"
+        with pytest.raises(WebSocketDisconnect) as closed:
+            with c.websocket_connect("/api/runs/r/ws") as ws:
+                ws.receive_text()
+        assert closed.value.code == 1008
+        with c.websocket_connect("/api/runs/r/ws?token=s3cret") as ws:
+            assert json.loads(ws.receive_text())["type"] == "hello"
+
+
+def test_restart_keeps_runs_and_continues_sequence(tmp_path):
+    db = str(tmp_path / "keep.db")
+    with TestClient(create_app(db=db)) as c:
+        post(c, "keep", [ev("run_start", None, name="kept"), node(1), node(2)])
+    with TestClient(create_app(db=db)) as c:
+        (run,) = c.get("/api/runs").json()
+        assert (run["id"], run["name"], run["n_events"]) == ("keep", "kept", 3)
+        assert [e["id"] for e in c.get("/api/runs/keep/graph").json()["events"]] == [1, 2]
+        assert post(c, "keep", [node(3)]).json()["first_seq"] == 4
+
+
+def read_events(ws, n):
+    got = []
+    while len(got) < n:
+        msg = json.loads(ws.receive_text())
+        if msg["type"] == "events":
+            assert [e["seq"] for e in msg["events"]] == list(range(msg["first_seq"],
+                                                                   msg["first_seq"] + len(msg["events"])))
+            got.extend(msg["events"])
+    return got
+
+
+def test_websocket_replays_then_streams_live_in_order_to_several_clients(client):
+    post(client, "live", [ev("run_start", None, name="live"), node(1)])
+    with client.websocket_connect("/api/runs/live/ws") as a, client.websocket_connect("/api/runs/live/ws?after=1") as b:
+        hello = json.loads(a.receive_text())
+        assert hello["type"] == "hello" and hello["run"]["name"] == "live"
+        json.loads(b.receive_text())
+        for i in range(2, 12):
+            post(client, "live", [node(i)])
+        ga, gb = read_events(a, 12), read_events(b, 11)
+    assert [e["seq"] for e in ga] == list(range(1, 13))
+    assert [e["seq"] for e in gb] == list(range(2, 13))
+    assert [e["id"] for e in ga[1:]] == list(range(1, 12))
+
+
+def test_lobby_announces_new_runs(client):
+    with client.websocket_connect("/api/ws") as lobby:
+        assert json.loads(lobby.receive_text()) == {"type": "hello", "v": 1, "runs": []}
+        post(client, "new1", [ev("run_start", None, name="fresh")])
+        msg = json.loads(lobby.receive_text())
+    assert msg["type"] == "runs" and msg["run"]["name"] == "fresh"
+
+
+def test_cross_origin_is_closed_by_default(client):
+    r = client.options("/api/runs", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "GET"})
+    assert "access-control-allow-origin" not in r.headers
+    with pytest.raises(WebSocketDisconnect):
+        with client.websocket_connect("/api/ws", headers={"Origin": "http://evil.example"}) as ws:
+            ws.receive_text()
+    with client.websocket_connect("/api/ws", headers={"Origin": "http://testserver"}) as ws:
+        assert json.loads(ws.receive_text())["type"] == "hello"
+
+
+def test_static_index_and_delete(client):
+    r = client.get("/")
+    assert r.status_code == 200 and "rtxviz" in r.text
+    post(client, "gone", [ev()])
+    assert client.delete("/api/runs/gone").status_code == 200
+    assert client.get("/api/runs/gone").status_code == 404
+    assert client.get("/api/health").json()["schema"] == 1

@@ -1,0 +1,34 @@
+"""The `rtxviz` command line."""
+
+from __future__ import annotations
+
+import argparse
+
+from rtxviz import cli
+
+
+def test_serve_refuses_non_loopback_without_token(capsys):
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
+    assert "--token" in capsys.readouterr().err
+
+
+def test_loopback_detection():
+    assert cli.is_loopback("127.0.0.1") and cli.is_loopback("::1") and cli.is_loopback("localhost")
+    assert not cli.is_loopback("0.0.0.0") and not cli.is_loopback("192.168.1.5") and not cli.is_loopback("example.com")
+
+
+def test_adding_a_subcommand_is_one_function(monkeypatch):
+    monkeypatch.setattr(cli, "COMMANDS", dict(cli.COMMANDS))
+
+    @cli.command("hello", "say hello", lambda p: p.add_argument("--who", default="world"))
+    def hello(args: argparse.Namespace) -> int:
+        return len(args.who)
+
+    assert cli.main(["hello", "--who", "abc"]) == 3
+    args = cli.build_parser().parse_args(["serve"])
+    assert (args.host, args.port, args.db) == ("127.0.0.1", 8000, None)
+
+
+def test_no_command_prints_help(capsys):
+    assert cli.main([]) == 2
+    assert "serve" in capsys.readouterr().out
