@@ -2,8 +2,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+STATIC := rtxviz/web/static/index.html
+FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/*.html frontend/*.css frontend/*.mjs) frontend/package-lock.json
 
-.PHONY: setup demo test lint bench
+.PHONY: setup frontend system-deps demo test test-python test-frontend lint bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,16 +13,29 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-setup: $(VENV)/.installed
+frontend/node_modules/.package-lock.json: frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error
+
+# The viewer is built into the Python package's static folder (pip users need no Node).
+$(STATIC): frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
+	cd frontend && npm run build
+
+setup: $(VENV)/.installed $(STATIC)
+
+frontend: $(STATIC)
+
+system-deps:
+	bash scripts/system-deps.sh
 
 demo: setup
-	$(PY) examples/quickstart.py
+	$(PY) examples/live_demo.py --serve
 
-test: setup
+test: setup system-deps
+	cd frontend && npm test
 	$(PY) -m pytest
 
 lint: setup
 	$(VENV)/bin/ruff check .
 
 bench: setup
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/bench_engine.py
