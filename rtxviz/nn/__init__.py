@@ -14,8 +14,21 @@ from __future__ import annotations
 
 from . import functional, init
 from .layers import (
-    GELU, AvgPool2d, Conv2d, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear, MaxPool2d, ModuleList,
-    ReLU, Sequential, Sigmoid, Tanh,
+    GELU,
+    AvgPool2d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    LayerNorm,
+    Linear,
+    MaxPool2d,
+    ModuleList,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Tanh,
 )
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import ROOT_NAME, Module, Parameter, StateDictError

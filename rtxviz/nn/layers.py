@@ -22,6 +22,7 @@ from ..engine.errors import ShapeError
 from ..engine.ops import nn as _F
 from ..engine.tensor import Tensor
 from . import init
+from ._linear import linear as _linear
 from .module import Module, Parameter
 
 
@@ -71,8 +72,7 @@ class Linear(Module):
         if x.shape[-1] != self.in_features:
             raise ShapeError(f"Linear({self.in_features}, {self.out_features}): input has {x.shape[-1]} features "
                              f"in its last dim (input shape {tuple(x.shape)})")
-        y = x.matmul(self.weight.transpose(0, 1))
-        return y if self.bias is None else y + self.bias
+        return _linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

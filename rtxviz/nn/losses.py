@@ -45,19 +45,35 @@ class L1Loss(_Loss):
 class CrossEntropyLoss(_Loss):
     """Softmax cross-entropy of logits [N, C] against int64 class indices [N]."""
 
+    def __init__(self, reduction: str = "mean", ignore_index: int = -100, label_smoothing: float = 0.0) -> None:
+        super().__init__(reduction)
+        self.ignore_index, self.label_smoothing = int(ignore_index), float(label_smoothing)
+
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
-        return _F.cross_entropy(input, target, reduction=self.reduction)
+        if self.ignore_index == -100 and self.label_smoothing == 0.0:
+            return _F.cross_entropy(input, target, reduction=self.reduction)
+        return _F.cross_entropy(input, target, reduction=self.reduction, ignore_index=self.ignore_index,
+                                label_smoothing=self.label_smoothing)
 
 
 class NLLLoss(_Loss):
     """Negative log-likelihood of log-probabilities [N, C] against int64 class indices [N]."""
 
+    def __init__(self, reduction: str = "mean", ignore_index: int = -100) -> None:
+        super().__init__(reduction)
+        self.ignore_index = int(ignore_index)
+
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
-        return _F.nll_loss(input, target, reduction=self.reduction)
+        return _F.nll_loss(input, target, reduction=self.reduction, ignore_index=self.ignore_index)
 
 
 class BCEWithLogitsLoss(_Loss):
     """Binary cross-entropy on logits (a numerically stable sigmoid + BCE), targets in [0, 1]."""
 
+    def __init__(self, reduction: str = "mean", pos_weight: Any = None) -> None:
+        super().__init__(reduction)
+        self.pos_weight = pos_weight
+
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
-        return _F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+        return _F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction,
+                                                   pos_weight=self.pos_weight)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..engine.device import xp_of
 from .optimizer import Optimizer
 
 
@@ -31,6 +32,7 @@ class SGD(Optimizer):
             raise ValueError("SGD: Nesterov momentum requires a momentum > 0 and zero dampening")
         super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
                                   "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
+        self._scratch: dict[int, Any] = {}
 
     def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
         d_p = -grad if group["maximize"] else grad
@@ -50,4 +52,10 @@ class SGD(Optimizer):
                 else:
                     buf += d_p
             d_p = d_p + momentum * buf if group["nesterov"] else buf
-        param -= group["lr"] * d_p
+        # param + (-lr)·d_p as PyTorch's add_(alpha=-lr), through a kept scratch array: a fresh temporary
+        # of a large parameter costs page faults on every step.
+        scratch = self._scratch.get(id(param))
+        if scratch is None or scratch.shape != param.shape or scratch.dtype != param.dtype:
+            scratch = self._scratch[id(param)] = xp_of(param).empty_like(param)
+        xp_of(param).multiply(d_p, -group["lr"], out=scratch)
+        param += scratch
