@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine import hooks as _hooks
 from ..engine.device import xp_of
 from ..engine.tensor import Tensor
 from ..engine.variable import Variable
@@ -65,6 +66,16 @@ class Optimizer:
 
     def step(self) -> None:
         """Update every parameter that has a gradient."""
+        if _hooks.ACTIVE:  # watchers (the event stream) snapshot the parameters around the update
+            _hooks.emit("optimizer_step_begin", optimizer=self)
+            try:
+                self._step()
+            finally:
+                _hooks.emit("optimizer_step_end", optimizer=self)
+            return
+        self._step()
+
+    def _step(self) -> None:
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad

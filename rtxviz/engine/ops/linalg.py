@@ -26,6 +26,9 @@ class MatMul(Op):
             raise ShapeError(
                 f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})"
             )
+        if a.ndim > 2 and b.ndim == 2:
+            # (..., M, K) @ (K, N) as one 2-D product: one big GEMM instead of a loop of small ones.
+            return (a.reshape(-1, ka) @ b).reshape(a.shape[:-1] + (b.shape[1],))
         return a @ b
 
     @staticmethod
@@ -33,6 +36,8 @@ class MatMul(Op):
         a, b = ctx.saved_inputs
         need_a, need_b = ctx.next[0] is not None, ctx.next[1] is not None
         a_nd, b_nd = a.ndim, b.ndim
+        if a_nd > 2 and b_nd == 2:
+            return _folded_backward(a, b, g, need_a, need_b)
         # Promote 1-D operands to matrices as matmul does, then undo the promotion on the gradients.
         a2 = a.reshape((1, a.shape[0])) if a_nd == 1 else a
         b2 = b.reshape((b.shape[0], 1)) if b_nd == 1 else b
@@ -55,6 +60,16 @@ class MatMul(Op):
             if b_nd == 1:
                 gb = gb.reshape(b.shape)
         return ga, gb
+
+
+def _folded_backward(a: Any, b: Any, g: Any, need_a: bool, need_b: bool) -> tuple:
+    """Gradients of (..., M, K) @ (K, N) with the leading dims folded into rows: dA = dC @ Bᵀ,
+    dB = A₂ᵀ @ dC₂ where A₂, dC₂ are A and dC as (rows, K) and (rows, N) matrices (no batched sum)."""
+    k, n = b.shape
+    g2 = g.reshape((-1, n))
+    ga = matmul(g2, b.transpose(0, 1)).reshape(a.shape) if need_a else None
+    gb = matmul(a.reshape((-1, k)).transpose(0, 1), g2) if need_b else None
+    return ga, gb
 
 
 def _mT(x: Any) -> Any:
