@@ -1,0 +1,97 @@
+// Talking to the server: REST under /api and the run's WebSocket. The token comes from ?token= in the page URL,
+// else from this tab's session storage, else a prompt when the server answers 401.
+import type { Ev, RunInfo } from "./types";
+
+export class Api {
+  token: string | null;
+  constructor(private base = "") {
+    const q = new URLSearchParams(location.search).get("token");
+    this.token = q ?? sessionStorage.getItem("rtxviz-token");
+  }
+
+  private async get(path: string): Promise<Response> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const headers: Record<string, string> = {};
+      if (this.token) headers.Authorization = `Bearer ${this.token}`;
+      const r = await fetch(this.base + path, { headers });
+      if (r.status !== 401) return r;
+      const t = window.prompt("This rtxviz server needs a token (printed by `rtxviz serve`):");
+      if (!t) return r;
+      this.token = t.trim();
+      sessionStorage.setItem("rtxviz-token", this.token);
+    }
+    throw new Error("unauthorised");
+  }
+
+  async runs(): Promise<RunInfo[]> {
+    const r = await this.get("/api/runs");
+    if (!r.ok) throw new Error(`GET /api/runs: ${r.status}`);
+    return (await r.json()) as RunInfo[];
+  }
+
+  /** Every event of one step (paged), for steps the page no longer holds. */
+  async stepEvents(runId: string, step: number): Promise<Ev[]> {
+    const out: Ev[] = [];
+    let after = 0;
+    for (;;) {
+      const r = await this.get(`/api/runs/${encodeURIComponent(runId)}/events?step=${step}&after=${after}&limit=10000`);
+      if (!r.ok) throw new Error(`events: ${r.status}`);
+      const page = (await r.json()) as { events: Ev[]; more: boolean; next_after: number | null };
+      out.push(...page.events);
+      if (!page.more || page.next_after === null) return out;
+      after = page.next_after;
+    }
+  }
+
+  wsUrl(path: string, params: Record<string, string | number> = {}): string {
+    const u = new URL(this.base + path, location.href);
+    u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
+    for (const [k, v] of Object.entries(params)) u.searchParams.set(k, String(v));
+    if (this.token) u.searchParams.set("token", this.token);
+    return u.toString();
+  }
+}
+
+export type WsMessage =
+  | { type: "hello"; v: number; run?: RunInfo; runs?: RunInfo[]; last_seq?: number }
+  | { type: "events"; run_id: string; first_seq: number; replay: boolean; events: Ev[] }
+  | { type: "runs"; run: RunInfo };
+
+/** A WebSocket that reconnects (resuming after the last seq it saw). */
+export class Stream {
+  private ws: WebSocket | null = null;
+  private closed = false;
+  private retry = 500;
+  constructor(
+    private url: (after: number) => string,
+    private onMessage: (m: WsMessage) => void,
+    private onState: (s: "open" | "closed" | "error", why?: string) => void,
+    private lastSeq: () => number,
+  ) {
+    this.open();
+  }
+
+  private open(): void {
+    if (this.closed) return;
+    const ws = new WebSocket(this.url(this.lastSeq()));
+    this.ws = ws;
+    ws.onopen = () => { this.retry = 500; this.onState("open"); };
+    ws.onmessage = (e) => {
+      let m: WsMessage;
+      try { m = JSON.parse(e.data as string) as WsMessage; } catch { return; }
+      this.onMessage(m);
+    };
+    ws.onclose = (e) => {
+      this.onState("closed", e.reason || `code ${e.code}`);
+      if (!this.closed && e.code !== 1008) {
+        setTimeout(() => this.open(), this.retry);
+        this.retry = Math.min(5000, this.retry * 2);
+      }
+    };
+  }
+
+  close(): void {
+    this.closed = true;
+    this.ws?.close();
+  }
+}

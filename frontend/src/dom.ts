@@ -1,0 +1,39 @@
+// DOM helpers. Text from events only ever goes in through textContent (never innerHTML), so a tensor named
+// `<img src=x onerror=alert(1)>` shows as those characters.
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+type Attrs = Record<string, string | number | boolean | null | undefined>;
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K, attrs: Attrs = {}, ...children: (Node | string | null | undefined)[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  setAttrs(el, attrs);
+  for (const c of children) if (c !== null && c !== undefined) el.append(typeof c === "string" ? document.createTextNode(c) : c);
+  return el;
+}
+
+export function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs = {}, text?: string): SVGElementTagNameMap[K] {
+  const el = document.createElementNS(SVG_NS, tag) as SVGElementTagNameMap[K];
+  setAttrs(el, attrs);
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function setAttrs(el: Element, attrs: Attrs): void {
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) throw new Error("no inline handlers"); // handlers are added with addEventListener
+    el.setAttribute(k, v === true ? "" : String(v));
+  }
+}
+
+export function clear(el: Element): void {
+  while (el.firstChild) el.removeChild(el.firstChild);
+}
+
+export function $(sel: string): HTMLElement {
+  const el = document.querySelector(sel);
+  if (!el) throw new Error(`missing element ${sel}`);
+  return el as HTMLElement;
+}

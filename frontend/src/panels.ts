@@ -1,0 +1,146 @@
+// Side panels: inspector, legend, teaching step. Everything from events goes in as text.
+import { CLASS_COLOR, LOG_MAX, LOG_MIN, fmt, gradClass, gradText, rampColor } from "./colors";
+import { clear, h } from "./dom";
+import type { VItem, Visible } from "./groups";
+import type { GNode, StepGraph } from "./state";
+import type { Stats } from "./types";
+import { itemGrad, shapeText } from "./view";
+
+const bytes = (b: number | null): string =>
+  b === null ? "—" : b < 1024 ? `${b} B` : b < 1 << 20 ? `${(b / 1024).toFixed(1)} KiB` : `${(b / (1 << 20)).toFixed(2)} MiB`;
+
+function row(label: string, value: string | Node, cls = ""): HTMLElement {
+  return h("div", { class: `row ${cls}` }, h("span", { class: "k" }, label), typeof value === "string" ? h("span", { class: "v" }, value) : value);
+}
+
+export function valuesBlock(vals: (number | null)[] | null | undefined, shape: number[], cls = "values"): HTMLElement | null {
+  if (!vals || !vals.length) return null;
+  const cols = shape.length >= 2 ? shape[shape.length - 1] : vals.length;
+  const lines: string[] = [];
+  for (let i = 0; i < vals.length; i += Math.max(1, cols)) {
+    lines.push(vals.slice(i, i + Math.max(1, cols)).map((v) => (v === null ? "NaN/Inf" : fmt(v, 4))).join("  "));
+  }
+  return h("pre", { class: cls }, lines.join("\n"));
+}
+
+export function statsBlock(s: Stats | null | undefined, title: string, cls: string): HTMLElement {
+  const box = h("div", { class: `stats ${cls} grad-${gradClass(s)}` }, h("div", { class: "stats-title" }, title));
+  if (!s) {
+    box.append(h("div", { class: "muted" }, "not computed yet"));
+    return box;
+  }
+  box.append(
+    row("norm", fmt(s.norm), "norm"),
+    row("min / max", `${fmt(s.min)} / ${fmt(s.max)}`),
+    row("mean", fmt(s.mean)),
+  );
+  if ((s.nan ?? 0) || (s.inf ?? 0)) box.append(row("NaN / Inf", `${s.nan ?? 0} / ${s.inf ?? 0}`, "bad"));
+  const cl = gradClass(s);
+  if (cl === "vanishing") box.append(h("div", { class: "flag vanishing" }, "vanishing: norm < 1e-7"));
+  if (cl === "exploding") box.append(h("div", { class: "flag exploding" }, "exploding: norm > 1e3"));
+  const v = valuesBlock(s.values, s.shape, "values grad-values");
+  if (v) box.append(v);
+  return box;
+}
+
+function nodeTitle(n: GNode): string {
+  return n.kind === "op" ? n.op : `${n.name ?? "(unnamed)"} · ${n.kind}`;
+}
+
+export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGraph | null, onToggle: (it: VItem) => void,
+  onPick: (key: string) => void): void {
+  clear(el);
+  if (!it) {
+    el.append(h("p", { class: "muted" }, "Click a node to inspect it. Double-click a group to open it."));
+    return;
+  }
+  if (it.type !== "node") {
+    const { grad, computed } = itemGrad(it);
+    el.append(h("h3", {}, it.type === "fold" ? it.label : `group ${it.path ?? ""}`));
+    el.append(row("nodes", String(it.count)), row("grads computed", `${computed} / ${it.count}`));
+    if (it.foldRange) el.append(row("blocks", `${it.foldRange[0]} … ${it.foldRange[1]}`));
+    const ops = new Map<string, number>();
+    for (const m of it.members) ops.set(m.op, (ops.get(m.op) ?? 0) + 1);
+    el.append(row("ops", [...ops].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([o, c]) => `${o}×${c}`).join(", ")));
+    el.append(statsBlock(grad, "largest gradient inside", "grad"));
+    const btn = h("button", { class: "toggle", type: "button" }, it.type === "fold" ? "Unfold blocks" : "Expand group");
+    btn.addEventListener("click", () => onToggle(it));
+    el.append(btn);
+    return;
+  }
+  const n = it.node!;
+  el.append(h("h3", { class: "insp-title" }, nodeTitle(n)));
+  el.append(row("kind", n.isRoot ? `${n.kind} (backward root)` : n.kind));
+  if (n.kind === "op") el.append(row("op", n.op, "op"));
+  if (n.rule) el.append(row("backward rule", h("code", { class: "rule" }, n.rule)));
+  el.append(row("shape", shapeText(n.shape), "shape"), row("dtype", n.dtype), row("device", n.device));
+  el.append(row("module", n.module ?? (n.group ?? "—")));
+  if (n.kind === "op") el.append(row("saved for backward", bytes(n.savedBytes)));
+  if (n.segment) el.append(row("checkpoint", `segment #${n.segment}${n.recomputed ? " (recomputed in backward)" : ""}`));
+  if (n.attrs && Object.keys(n.attrs).length) el.append(row("attrs", JSON.stringify(n.attrs).slice(0, 300)));
+  if (n.anomaly) el.append(h("div", { class: "flag nonfinite" }, `${n.origin ? "first NaN/Inf here: " : ""}${n.anomaly}`));
+  if (n.inputs.length && graph) {
+    const list = h("div", { class: "inputs" });
+    n.inputs.forEach((k, i) => {
+      const src = k ? graph.nodes.get(k) : undefined;
+      const a = h("a", { href: "#", class: "input-link" }, `${i}: ${src ? nodeTitle(src) + " " + shapeText(src.shape) : "(no grad)"}`);
+      if (src) a.addEventListener("click", (e) => { e.preventDefault(); onPick(src.key); });
+      list.append(a);
+    });
+    el.append(row("inputs", list));
+  }
+  const vals = valuesBlock(n.values, n.shape, "values node-values");
+  el.append(h("div", { class: "stats-title" }, "value"), vals ?? h("div", { class: "muted" }, "values not sent (tensor larger than the emitter's limit)"));
+  el.append(statsBlock(n.grad, `gradient ${gradText(n.grad)}`, "grad"));
+  if (n.inGrads) n.inGrads.forEach((g, i) => el.append(g ? statsBlock(g, `sent to input ${i}`, "in-grad") :
+    h("div", { class: "stats in-grad" }, h("div", { class: "stats-title" }, `sent to input ${i}`), h("div", { class: "muted" }, "nothing: this input needs no gradient"))));
+}
+
+export function renderLegend(el: HTMLElement): void {
+  clear(el);
+  const stops = Array.from({ length: 11 }, (_, i) => `${rampColor(i / 10)} ${i * 10}%`).join(", ");
+  el.append(h("div", { class: "legend-title" }, "gradient norm ‖g‖ (node border, edge colour and width)"));
+  const bar = h("div", { class: "ramp" });
+  bar.style.background = `linear-gradient(to right, ${stops})`;
+  el.append(bar, h("div", { class: "ramp-labels" }, h("span", {}, `1e${LOG_MIN}`), h("span", {}, "1e-2"), h("span", {}, `1e${LOG_MAX}`)));
+  const sw = (cls: string, color: string, text: string, dashed = false) => {
+    const b = h("span", { class: `swatch ${cls}` });
+    b.style.background = color;
+    if (dashed) b.style.border = "2px dashed #9aa0a8";
+    return h("span", { class: "legend-item" }, b, text);
+  };
+  el.append(h("div", { class: "legend-items" },
+    sw("none", "#fff", "not computed yet", true), sw("zero", CLASS_COLOR.zero, "exactly 0"),
+    sw("vanishing", CLASS_COLOR.vanishing, "vanishing < 1e-7"), sw("exploding", CLASS_COLOR.exploding, "exploding > 1e3"),
+    sw("nonfinite", CLASS_COLOR.nonfinite, "NaN / Inf")));
+  el.append(h("div", { class: "legend-items kinds" },
+    sw("k-param", "#dbeafe", "parameter"), sw("k-input", "#dcfce7", "input"), sw("k-const", "#f1f5f9", "constant"),
+    sw("k-op", "#ffffff", "op"), sw("k-output", "#ffedd5", "output / loss"), sw("k-group", "#ede9fe", "group (double-click)")));
+}
+
+/** Teaching mode: one backward node, its rule, the gradient it received and what it sent to each input. */
+export function renderTeach(el: HTMLElement, graph: StepGraph, i: number): void {
+  clear(el);
+  const total = graph.gradSteps.length;
+  if (!total) {
+    el.append(h("p", { class: "muted" }, "No backward pass in this step yet: run loss.backward() to step through it."));
+    return;
+  }
+  const stepInfo = graph.gradSteps[Math.min(i, total - 1)];
+  const n = graph.nodes.get(stepInfo.key)!;
+  el.append(h("div", { class: "teach-pos" }, `backward node ${Math.min(i, total - 1) + 1} of ${total}`));
+  el.append(h("h3", { class: "teach-op" }, `${n.op} ${shapeText(n.shape)}`));
+  el.append(row("local rule", h("code", { class: "rule" }, n.rule ?? "(no rule text)")));
+  el.append(statsBlock(n.grad, "incoming gradient dL/d(output)", "teach-in"));
+  n.inputs.forEach((k, j) => {
+    const src = k ? graph.nodes.get(k) : undefined;
+    const name = src ? (src.kind === "op" ? `${src.op} ${shapeText(src.shape)}` : `${src.name ?? src.kind} ${shapeText(src.shape)}`) : "(needs no grad)";
+    const g = n.inGrads ? n.inGrads[j] : null;
+    el.append(g || !n.inGrads ? statsBlock(g, `→ input ${j}: ${name}`, "teach-out") :
+      h("div", { class: "stats teach-out" }, h("div", { class: "stats-title" }, `→ input ${j}: ${name}`), h("div", { class: "muted" }, "nothing: this input needs no gradient")));
+  });
+}
+
+export function visibleCount(v: Visible): number {
+  return v.items.size;
+}

@@ -1,0 +1,414 @@
+// Graph state: the events of one step reduced into nodes, leaves, gradients, checkpoint segments and cache
+// counters. Pure data (no DOM), so it is unit-tested under node and replayed for the timeline.
+import type { Ev, Ref, Stats } from "./types";
+
+export type NodeKind = "op" | "param" | "input" | "const";
+
+/** A drawn graph value: an op's output or a leaf. `key` is structural (module|op|ordinal), so the same node of
+ * the next training step gets the same key, hence the same place on screen. */
+export interface GNode {
+  key: string;
+  kind: NodeKind;
+  id: number; // TapeNode id, or leaf id
+  op: string; // op name; for leaves "param" / "input" / "const"
+  name: string | null; // leaf name
+  inputs: string[]; // keys of the inputs, in order ("" where an input is not drawn)
+  shape: number[];
+  dtype: string;
+  device: string;
+  module: string | null;
+  group: string | null; // module path used for grouping
+  rule: string | null;
+  attrs: Record<string, unknown> | null;
+  savedBytes: number | null;
+  values: (number | null)[] | null;
+  requiresGrad: boolean;
+  grad: Stats | null; // dL/d(this value); null: not computed yet
+  inGrads: (Stats | null)[] | null; // what this node's backward sent to each input
+  gradOrder: number; // position in the backward pass (-1: none yet)
+  segment: number | null; // checkpoint segment ordinal (within the step)
+  recomputed: boolean;
+  isRoot: boolean; // a backward root (the loss)
+  anomaly: string | null;
+  origin: boolean; // the first NaN/Inf producer
+  seq: number;
+}
+
+export interface Segment {
+  ordinal: number; // 1, 2, ... within the step
+  id: number; // engine segment id
+  name: string;
+  state: "forward" | "saved" | "recomputing" | "recomputed";
+  ops: number;
+  savedBytes: number;
+  nodeKey: string | null; // the node recorded for the whole segment
+}
+
+export interface CacheCounters {
+  hits: number;
+  misses: number;
+  evictions: number;
+  last: "hit" | "miss" | "evict" | null;
+}
+
+export interface AnomalyInfo {
+  phase: string;
+  op: string;
+  key: string | null;
+  message: string;
+  origin: boolean;
+}
+
+export interface LeafInfo {
+  id: number;
+  name: string | null;
+  shape: number[];
+  dtype: string;
+  device: string;
+  requiresGrad: boolean;
+  param: boolean;
+  values: (number | null)[] | null;
+}
+
+/** Leaves are announced once per run (parameters are reused by every step): the run keeps them. */
+export type LeafTable = Map<number, LeafInfo>;
+
+export type BackwardState = "none" | "running" | "done";
+
+function str(v: unknown): string | null {
+  return typeof v === "string" ? v : null;
+}
+function num(v: unknown): number | null {
+  return typeof v === "number" ? v : null;
+}
+function arr<T>(v: unknown): T[] | null {
+  return Array.isArray(v) ? (v as T[]) : null;
+}
+
+/** Cache events: the engine emits kind `graph_cache` with `action` = capture | hit | miss | evict. */
+export function cacheKind(ev: Ev): "hit" | "miss" | "evict" | null {
+  if (ev.kind !== "graph_cache") return null;
+  const w = str(ev.action);
+  if (w === "hit" || w === "miss" || w === "evict") return w;
+  return null;
+}
+
+/** The graph of one step, built by applying that step's events in order. */
+export class StepGraph {
+  readonly step: number | null;
+  readonly nodes = new Map<string, GNode>();
+  readonly byNodeId = new Map<number, string>();
+  readonly byLeafId = new Map<number, string>();
+  readonly segments: Segment[] = [];
+  readonly cache: CacheCounters = { hits: 0, misses: 0, evictions: 0, last: null };
+  readonly anomalies: AnomalyInfo[] = [];
+  /** Keys in the order backward reached them (teaching mode walks this), with the event's index. */
+  readonly gradSteps: { key: string; index: number }[] = [];
+  backward: BackwardState = "none";
+  /** Bumped whenever nodes or edges are added (layout must look again); colours alone do not bump it. */
+  structureVersion = 0;
+  /** Bumped on every applied event. */
+  version = 0;
+  applied = 0;
+  private ordinals = new Map<string, number>();
+  private segById = new Map<number, Segment>();
+  private forwardSeg: Segment | null = null;
+  private recomputeSeg: Segment | null = null;
+
+  constructor(step: number | null, private leaves: LeafTable) {
+    this.step = step;
+  }
+
+  /** Apply one event; returns whether anything visible changed. */
+  apply(ev: Ev): boolean {
+    this.applied++;
+    this.version++;
+    switch (ev.kind) {
+      case "node":
+        this.addNode(ev);
+        return true;
+      case "grad":
+        return this.addGrad(ev);
+      case "leaf_grad": {
+        const key = this.byLeafId.get(num(ev.leaf) ?? -1);
+        const n = key ? this.nodes.get(key) : undefined;
+        if (!n) return false;
+        n.grad = (ev.stats as Stats) ?? null;
+        if (n.gradOrder < 0) n.gradOrder = this.gradSteps.length;
+        return true;
+      }
+      case "backward_begin": {
+        this.backward = "running";
+        for (const r of arr<Ref>(ev.roots) ?? []) {
+          const k = this.refKey(r);
+          const n = k ? this.nodes.get(k) : undefined;
+          if (n) n.isRoot = true;
+        }
+        return true;
+      }
+      case "backward_end":
+        this.backward = "done";
+        return true;
+      case "checkpoint":
+        return this.checkpoint(ev);
+      case "anomaly": {
+        const nid = num(ev.node);
+        const key = nid !== null ? this.byNodeId.get(nid) ?? null : null;
+        const info: AnomalyInfo = {
+          phase: str(ev.phase) ?? "?",
+          op: str(ev.op) ?? "?",
+          key,
+          message: str(ev.message) ?? "",
+          origin: ev.origin === true,
+        };
+        this.anomalies.push(info);
+        const n = key ? this.nodes.get(key) : undefined;
+        if (n) {
+          n.anomaly = info.message || `${info.phase} NaN/Inf`;
+          if (info.origin) n.origin = true;
+        }
+        return true;
+      }
+      default: {
+        const c = cacheKind(ev);
+        if (c === null) return false;
+        if (c === "hit") this.cache.hits++;
+        else if (c === "miss") this.cache.misses++;
+        else this.cache.evictions++;
+        this.cache.last = c;
+        return true;
+      }
+    }
+  }
+
+  refKey(r: Ref | null | undefined): string | null {
+    if (!r) return null;
+    if (typeof r.node === "number") return this.byNodeId.get(r.node) ?? null;
+    if (typeof r.leaf === "number") return this.byLeafId.get(r.leaf) ?? null;
+    return null;
+  }
+
+  private addLeaf(leafId: number, consumerKey: string, index: number, consumerGroup: string | null): string {
+    const known = this.byLeafId.get(leafId);
+    if (known) return known;
+    const info = this.leaves.get(leafId);
+    const name = info?.name ?? null;
+    const param = !!info && (info.param || (info.requiresGrad && name !== null));
+    const kind: NodeKind = param ? "param" : info && info.requiresGrad ? "input" : name ? "input" : "const";
+    // named leaves keep their name as key across steps; unnamed ones are keyed by where they are used
+    const key = name ? `L:${name}` : `L:${consumerKey}#${index}`;
+    let group: string | null = null;
+    if (param && name && name.includes(".")) group = name.slice(0, name.lastIndexOf("."));
+    else if (kind === "const") group = consumerGroup;
+    const n: GNode = {
+      key, kind, id: leafId, op: kind, name, inputs: [], shape: info?.shape ?? [], dtype: info?.dtype ?? "?",
+      device: info?.device ?? "?", module: null, group, rule: null, attrs: null, savedBytes: null,
+      values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null,
+      gradOrder: -1, segment: null, recomputed: false, isRoot: false, anomaly: null, origin: false, seq: -1,
+    };
+    this.byLeafId.set(leafId, key);
+    this.nodes.set(key, n);
+    return key;
+  }
+
+  private addNode(ev: Ev): void {
+    const id = num(ev.id) ?? -1;
+    const op = str(ev.op) ?? "?";
+    const module = str(ev.module);
+    const rc = this.recomputeSeg;
+    const base = `${rc ? `rc${rc.ordinal}:` : ""}${module ?? ""}|${op}`;
+    const ord = (this.ordinals.get(base) ?? 0) + 1;
+    this.ordinals.set(base, ord);
+    const key = `${base}|${ord}`;
+    const refs = arr<Ref>(ev.inputs) ?? [];
+    const inputs = refs.map((r, i) => {
+      if (r && typeof r.node === "number") return this.byNodeId.get(r.node) ?? "";
+      if (r && typeof r.leaf === "number") return this.addLeaf(r.leaf, key, i, module);
+      return "";
+    });
+    let segment: number | null = null;
+    if (rc) segment = rc.ordinal;
+    else if (op === "checkpoint" && this.forwardSeg) {
+      segment = this.forwardSeg.ordinal;
+      this.forwardSeg.nodeKey = key;
+    }
+    const n: GNode = {
+      key, kind: "op", id, op, name: null, inputs, shape: arr<number>(ev.shape) ?? [], dtype: str(ev.dtype) ?? "?",
+      device: str(ev.device) ?? "?", module, group: module, rule: str(ev.rule), attrs:
+        (ev.attrs && typeof ev.attrs === "object" ? ev.attrs : null) as Record<string, unknown> | null,
+      savedBytes: num(ev.saved_bytes), values: arr<number | null>(ev.values), requiresGrad: true, grad: null,
+      inGrads: null, gradOrder: -1, segment, recomputed: !!rc, isRoot: false, anomaly: null, origin: false,
+      seq: num(ev.seq) ?? -1,
+    };
+    this.byNodeId.set(id, key);
+    this.nodes.set(key, n);
+    this.structureVersion++;
+  }
+
+  private addGrad(ev: Ev): boolean {
+    const key = this.byNodeId.get(num(ev.node) ?? -1);
+    const n = key ? this.nodes.get(key) : undefined;
+    if (!n || !key) return false;
+    n.grad = (ev.output as Stats) ?? null;
+    n.inGrads = arr<Stats | null>(ev.inputs);
+    n.gradOrder = this.gradSteps.length;
+    this.gradSteps.push({ key, index: this.applied - 1 });
+    return true;
+  }
+
+  private checkpoint(ev: Ev): boolean {
+    const phase = str(ev.phase);
+    const id = num(ev.segment) ?? -1;
+    let seg = this.segById.get(id);
+    if (phase === "begin") {
+      seg = {
+        ordinal: this.segments.length + 1, id, name: str(ev.name) ?? "segment", state: "forward", ops: 0,
+        savedBytes: 0, nodeKey: null,
+      };
+      this.segments.push(seg);
+      this.segById.set(id, seg);
+      this.forwardSeg = seg;
+      return true;
+    }
+    if (!seg) return false;
+    if (phase === "end") {
+      seg.state = "saved";
+      seg.ops = num(ev.ops) ?? seg.ops;
+      seg.savedBytes = num(ev.saved_bytes) ?? 0;
+      if (this.forwardSeg === seg) this.forwardSeg = null;
+    } else if (phase === "recompute_begin") {
+      seg.state = "recomputing";
+      this.recomputeSeg = seg;
+    } else if (phase === "recompute_end") {
+      seg.state = "recomputed";
+      if (this.recomputeSeg === seg) this.recomputeSeg = null;
+    } else return false;
+    return true;
+  }
+}
+
+/** The leaf table update for a `leaf` event (run level). */
+export function leafFromEvent(ev: Ev): LeafInfo {
+  return {
+    id: num(ev.id) ?? -1,
+    name: str(ev.name),
+    shape: arr<number>(ev.shape) ?? [],
+    dtype: str(ev.dtype) ?? "?",
+    device: str(ev.device) ?? "?",
+    requiresGrad: ev.requires_grad === true,
+    param: ev.param === true,
+    values: arr<number | null>(ev.values),
+  };
+}
+
+export const stepKey = (step: number | null | undefined): string => (typeof step === "number" ? String(step) : "-");
+
+interface StepRecord {
+  step: number | null;
+  events: Ev[];
+  graph: StepGraph;
+  firstSeq: number;
+  complete: boolean;
+}
+
+/** A run's events, held as a few recent steps (older ones are dropped; the server keeps them all). */
+export class RunModel {
+  readonly leaves: LeafTable = new Map();
+  readonly steps = new Map<string, StepRecord>();
+  readonly order: string[] = [];
+  /** Every step number seen (small: numbers only), for the step picker. */
+  readonly allSteps: (number | null)[] = [];
+  readonly totals: CacheCounters = { hits: 0, misses: 0, evictions: 0, last: null };
+  lastSeq = 0;
+  eventCount = 0;
+  dropped = 0;
+  name = "";
+  ended = false;
+  constructor(public keepSteps = 4) {}
+
+  /** Apply one event; returns the key of the step it went to (or null for run-level events). */
+  apply(ev: Ev): string | null {
+    this.eventCount++;
+    if (typeof ev.seq === "number") this.lastSeq = Math.max(this.lastSeq, ev.seq);
+    switch (ev.kind) {
+      case "leaf": {
+        const l = leafFromEvent(ev);
+        this.leaves.set(l.id, l);
+        return null;
+      }
+      case "run_start":
+        this.name = str(ev.name) ?? this.name;
+        return null;
+      case "run_end":
+        this.ended = true;
+        return null;
+      case "dropped":
+        this.dropped = num(ev.total) ?? this.dropped;
+        return null;
+    }
+    const c = cacheKind(ev);
+    if (c) {
+      if (c === "hit") this.totals.hits++;
+      else if (c === "miss") this.totals.misses++;
+      else this.totals.evictions++;
+      this.totals.last = c;
+    }
+    const key = stepKey(ev.step);
+    let rec = this.steps.get(key);
+    if (!rec) {
+      if (ev.kind === "step_end") return null;
+      const step = typeof ev.step === "number" ? ev.step : null;
+      rec = { step, events: [], graph: new StepGraph(step, this.leaves), firstSeq: ev.seq ?? 0, complete: false };
+      this.steps.set(key, rec);
+      this.order.push(key);
+      this.allSteps.push(step);
+      while (this.order.length > this.keepSteps) this.steps.delete(this.order.shift()!);
+    }
+    if (ev.kind === "step_end") rec.complete = true;
+    rec.events.push(ev);
+    rec.graph.apply(ev);
+    return key;
+  }
+
+  latestKey(): string | null {
+    return this.order.length ? this.order[this.order.length - 1] : null;
+  }
+
+  /** The newest step whose graph has nodes (a cache-hit step may have none). */
+  latestWithNodes(): string | null {
+    for (let i = this.order.length - 1; i >= 0; i--) {
+      if (this.steps.get(this.order[i])!.graph.nodes.size) return this.order[i];
+    }
+    return null;
+  }
+
+  record(key: string): StepRecord | undefined {
+    return this.steps.get(key);
+  }
+
+  /** Rebuild a step's graph from its first `count` events (the timeline's cursor). */
+  replay(key: string, count: number): StepGraph | null {
+    const rec = this.steps.get(key);
+    if (!rec) return null;
+    const g = new StepGraph(rec.step, this.leaves);
+    const n = Math.min(count, rec.events.length);
+    for (let i = 0; i < n; i++) g.apply(rec.events[i]);
+    return g;
+  }
+
+  /** Put a step fetched from the server (older than what is kept) in place. */
+  loadStep(step: number | null, events: Ev[]): string {
+    const key = stepKey(step);
+    const rec: StepRecord = {
+      step, events: [], graph: new StepGraph(step, this.leaves), firstSeq: events[0]?.seq ?? 0, complete: true,
+    };
+    for (const ev of events) {
+      if (ev.kind === "leaf") this.leaves.set(num(ev.id) ?? -1, leafFromEvent(ev));
+      rec.events.push(ev);
+      rec.graph.apply(ev);
+    }
+    if (!this.steps.has(key)) this.order.unshift(key);
+    this.steps.set(key, rec);
+    return key;
+  }
+}

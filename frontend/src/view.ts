@@ -1,0 +1,281 @@
+// The SVG graph view. One <g> holds everything and pan/zoom transform only that group. Elements are kept per
+// visible id and touched only when what they show changes.
+import { gradClass, gradColor, gradWidth, fmt } from "./colors";
+import { s } from "./dom";
+import type { VEdge, VItem, Visible } from "./groups";
+import { NODE_H, NODE_W, type Placement, type Pos } from "./place";
+import type { Segment, StepGraph } from "./state";
+import type { Stats } from "./types";
+
+interface NodeEl extends SVGGElement { _sig?: string; _pos?: string }
+interface EdgeEl extends SVGPathElement { _sig?: string }
+
+export function shapeText(shape: number[]): string {
+  return `(${shape.join(", ")}${shape.length === 1 ? "," : ""})`;
+}
+
+/** The representative gradient of an item: its own, or for a group the most alarming of its members. */
+export function itemGrad(it: VItem): { grad: Stats | null; computed: number } {
+  if (it.node) return { grad: it.node.grad, computed: it.node.grad ? 1 : 0 };
+  let best: Stats | null = null;
+  let computed = 0;
+  for (const m of it.members) {
+    const g = m.grad;
+    if (!g) continue;
+    computed++;
+    const c = gradClass(g);
+    if (!best || c === "nonfinite" || (gradClass(best) !== "nonfinite" && (g.norm ?? 0) > (best.norm ?? 0))) best = g;
+    if (c === "nonfinite") break;
+  }
+  return { grad: best, computed };
+}
+
+function kindOf(it: VItem): string {
+  if (it.type !== "node") return it.type;
+  const n = it.node!;
+  if (n.isRoot) return "output";
+  return n.kind;
+}
+
+export class GraphView {
+  readonly svg: SVGSVGElement;
+  readonly viewport: SVGGElement;
+  private segLayer: SVGGElement;
+  private edgeLayer: SVGGElement;
+  private nodeLayer: SVGGElement;
+  private nodes = new Map<string, NodeEl>();
+  private edges = new Map<string, EdgeEl>();
+  private segs = new Map<number, SVGGElement>();
+  tx = 40;
+  ty = 40;
+  k = 1;
+  selected: string | null = null;
+  focus: string | null = null; // teaching mode's current node
+  onSelect: (vid: string, item: VItem) => void = () => {};
+  onToggle: (item: VItem) => void = () => {};
+  private lastVisible: Visible | null = null;
+
+  constructor(container: HTMLElement) {
+    this.svg = s("svg", { id: "graph", role: "img", "aria-label": "computation graph" });
+    const defs = s("defs");
+    const marker = s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" });
+    marker.append(s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#8a8f98" }));
+    defs.append(marker);
+    this.viewport = s("g", { id: "viewport" });
+    this.segLayer = s("g", { class: "segments" });
+    this.edgeLayer = s("g", { class: "edges" });
+    this.nodeLayer = s("g", { class: "nodes" });
+    this.viewport.append(this.segLayer, this.edgeLayer, this.nodeLayer);
+    this.svg.append(defs, this.viewport);
+    container.append(this.svg);
+    this.applyTransform();
+    this.attachPanZoom();
+    this.nodeLayer.addEventListener("click", (e) => {
+      const el = (e.target as Element).closest("g.vnode") as NodeEl | null;
+      if (!el || !this.lastVisible) return;
+      const it = this.lastVisible.items.get(el.dataset.vid!);
+      if (it) this.onSelect(it.vid, it);
+    });
+    this.nodeLayer.addEventListener("dblclick", (e) => {
+      const el = (e.target as Element).closest("g.vnode") as NodeEl | null;
+      if (!el || !this.lastVisible) return;
+      const it = this.lastVisible.items.get(el.dataset.vid!);
+      if (it && it.type !== "node") this.onToggle(it);
+    });
+  }
+
+  setTransform(tx: number, ty: number, k: number): void {
+    this.tx = tx; this.ty = ty; this.k = k;
+    this.applyTransform();
+  }
+
+  private applyTransform(): void {
+    const far = this.k < 0.35;
+    if (far !== this.svg.classList.contains("far")) this.svg.classList.toggle("far", far);
+    this.viewport.setAttribute("transform", `translate(${this.tx.toFixed(1)},${this.ty.toFixed(1)}) scale(${this.k.toFixed(4)})`);
+  }
+
+  private attachPanZoom(): void {
+    let drag: { x: number; y: number; tx: number; ty: number } | null = null;
+    this.svg.addEventListener("pointerdown", (e) => {
+      if ((e.target as Element).closest("g.vnode")) return;
+      drag = { x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty };
+      this.svg.setPointerCapture(e.pointerId);
+      this.svg.classList.add("panning");
+    });
+    this.svg.addEventListener("pointermove", (e) => {
+      if (!drag) return;
+      this.setTransform(drag.tx + e.clientX - drag.x, drag.ty + e.clientY - drag.y, this.k);
+    });
+    const end = () => { drag = null; this.svg.classList.remove("panning"); };
+    this.svg.addEventListener("pointerup", end);
+    this.svg.addEventListener("pointercancel", end);
+    this.svg.addEventListener("wheel", (e) => {
+      e.preventDefault();
+      const r = this.svg.getBoundingClientRect();
+      const mx = e.clientX - r.left, my = e.clientY - r.top;
+      const k2 = Math.min(3, Math.max(0.05, this.k * Math.exp(-e.deltaY * 0.0015)));
+      this.setTransform(mx - ((mx - this.tx) * k2) / this.k, my - ((my - this.ty) * k2) / this.k, k2);
+    }, { passive: false });
+  }
+
+  fit(b: { x0: number; y0: number; x1: number; y1: number }): void {
+    const r = this.svg.getBoundingClientRect();
+    const w = Math.max(1, r.width), hh = Math.max(1, r.height);
+    const k = Math.min(1.2, Math.max(0.05, Math.min((w - 40) / (b.x1 - b.x0), (hh - 64) / (b.y1 - b.y0))));
+    this.setTransform((w - (b.x1 - b.x0) * k) / 2 - b.x0 * k, 44 - b.y0 * k, k);
+  }
+
+  /** Draw `v` at the positions in `place`. */
+  render(v: Visible, place: Placement, graph: StepGraph | null): void {
+    this.lastVisible = v;
+    const seen = new Set<string>();
+    for (const it of v.items.values()) {
+      const p = place.pos.get(it.vid);
+      if (!p) continue;
+      seen.add(it.vid);
+      this.drawNode(it, p);
+    }
+    for (const [vid, el] of this.nodes) if (!seen.has(vid)) { el.remove(); this.nodes.delete(vid); }
+    const eseen = new Set<string>();
+    for (const e of v.edges) {
+      const a = place.pos.get(e.from), b = place.pos.get(e.to);
+      if (!a || !b) continue;
+      const id = `${e.from}\u0000${e.to}`;
+      eseen.add(id);
+      this.drawEdge(id, e, a, b);
+    }
+    for (const [id, el] of this.edges) if (!eseen.has(id)) { el.remove(); this.edges.delete(id); }
+    this.drawSegments(v, place, graph);
+  }
+
+  private drawNode(it: VItem, p: Pos): void {
+    const { grad, computed } = itemGrad(it);
+    const gc = gradClass(grad);
+    const kind = kindOf(it);
+    const n = it.node;
+    const flags: string[] = [];
+    if (n?.origin) flags.push("origin");
+    if (n?.anomaly) flags.push("anomaly");
+    if (n?.recomputed) flags.push("recomputed");
+    if (n?.segment) flags.push("checkpointed");
+    const cls = `vnode kind-${kind} grad-${gc}${it.ghost ? " ghost" : ""}${this.selected === it.vid ? " selected" : ""}` +
+      `${this.focus === it.vid ? " focus" : ""}${flags.map((f) => " " + f).join("")}`;
+    const title = n ? (n.kind === "op" ? n.op : n.name ?? n.kind) : it.label;
+    const sub = n ? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
+    const badge = gc === "nonfinite" ? "NaN/Inf" : gc === "vanishing" ? "vanishing" : gc === "exploding" ? "exploding" :
+      gc === "zero" ? "grad 0" : gc === "none" ? "" : `‖g‖ ${fmt(grad!.norm, 2)}`;
+    const colour = gradColor(grad);
+    const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}`;
+    const posKey = `${p.x},${p.y}`;
+    let el = this.nodes.get(it.vid);
+    if (!el) {
+      el = s("g", {}) as NodeEl;
+      el.dataset.vid = it.vid;
+      this.nodeLayer.append(el);
+      this.nodes.set(it.vid, el);
+    }
+    if (el._pos !== posKey) {
+      el.setAttribute("transform", `translate(${p.x - NODE_W / 2},${p.y - NODE_H / 2})`);
+      el._pos = posKey;
+    }
+    if (el._sig === sig) return;
+    el._sig = sig;
+    el.setAttribute("class", cls);
+    el.dataset.gradClass = gc;
+    el.dataset.gradColor = colour;
+    el.dataset.kind = kind;
+    if (n) el.dataset.key = n.key; else delete el.dataset.key;
+    while (el.firstChild) el.removeChild(el.firstChild);
+    const stroke = gc === "none" ? "#9aa0a8" : colour === "#ffffff" ? "#555" : colour;
+    el.append(s("rect", {
+      class: "body", width: NODE_W, height: NODE_H, rx: n && n.kind !== "op" ? 20 : 6,
+      stroke, "stroke-width": gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
+      "stroke-dasharray": gc === "none" ? "5 4" : null,
+    }));
+    if (it.type !== "node") el.append(s("rect", { class: "stack", x: 4, y: -4, width: NODE_W, height: NODE_H, rx: 6 }));
+    const t1 = s("text", { class: "l1", x: NODE_W / 2, y: 17 }, clip(title, 22));
+    const t2 = s("text", { class: "l2", x: NODE_W / 2, y: 33 }, clip(sub, 26));
+    el.append(t1, t2, s("title", {}, `${title} ${sub}`));
+    if (badge) {
+      el.append(s("rect", { class: `badge badge-${gc}`, x: NODE_W - 62, y: -9, width: 66, height: 15, rx: 7, fill: gc === "ok" ? colour : null }));
+      el.append(s("text", { class: `badge-text badge-${gc}`, x: NODE_W - 29, y: 2 }, badge));
+    }
+    if (it.type !== "node" && it.count) {
+      el.append(s("text", { class: "grad-count", x: 6, y: NODE_H + 12 }, computed ? `${computed}/${it.count} grads` : ""));
+    }
+  }
+
+  private drawEdge(id: string, e: VEdge, a: Pos, b: Pos): void {
+    const gc = gradClass(e.grad);
+    const colour = gc === "none" ? "#b8bcc4" : gc === "zero" ? "#6b7280" : gradColor(e.grad);
+    const w = gradWidth(e.grad);
+    const x1 = a.x, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y - NODE_H / 2 - 2;
+    const dy = Math.max(20, (y2 - y1) / 2);
+    const d = `M${x1},${y1} C${x1},${y1 + dy} ${x2},${y2 - dy} ${x2},${y2}`;
+    const sig = `${d}|${colour}|${w}|${gc}|${e.ghost}`;
+    let el = this.edges.get(id);
+    if (!el) {
+      el = s("path", { "marker-end": "url(#arrow)" }) as EdgeEl;
+      el.dataset.from = e.from;
+      el.dataset.to = e.to;
+      this.edgeLayer.append(el);
+      this.edges.set(id, el);
+    }
+    if (el._sig === sig) return;
+    el._sig = sig;
+    el.setAttribute("d", d);
+    el.setAttribute("class", `edge grad-${gc}${e.ghost ? " ghost" : ""}`);
+    el.setAttribute("stroke", colour);
+    el.setAttribute("stroke-width", w.toFixed(2));
+    if (gc === "none") el.setAttribute("stroke-dasharray", "4 4"); else el.removeAttribute("stroke-dasharray");
+    el.dataset.gradClass = gc;
+  }
+
+  private drawSegments(v: Visible, place: Placement, graph: StepGraph | null): void {
+    const segs: Segment[] = graph ? graph.segments : [];
+    const boxes = new Map<number, { x0: number; y0: number; x1: number; y1: number }>();
+    for (const it of v.items.values()) {
+      const p = place.pos.get(it.vid);
+      if (!p) continue;
+      const ords = new Set<number>();
+      if (it.node?.segment) ords.add(it.node.segment);
+      for (const m of it.members) if (m.segment) ords.add(m.segment);
+      for (const o of ords) {
+        const b = boxes.get(o) ?? { x0: Infinity, y0: Infinity, x1: -Infinity, y1: -Infinity };
+        b.x0 = Math.min(b.x0, p.x - NODE_W / 2 - 14); b.x1 = Math.max(b.x1, p.x + NODE_W / 2 + 14);
+        b.y0 = Math.min(b.y0, p.y - NODE_H / 2 - 22); b.y1 = Math.max(b.y1, p.y + NODE_H / 2 + 12);
+        boxes.set(o, b);
+      }
+    }
+    const keep = new Set<number>();
+    for (const seg of segs) {
+      const b = boxes.get(seg.ordinal);
+      if (!b) continue;
+      keep.add(seg.ordinal);
+      let el = this.segs.get(seg.ordinal);
+      if (!el) {
+        el = s("g", {});
+        this.segLayer.append(el);
+        this.segs.set(seg.ordinal, el);
+      }
+      el.setAttribute("class", `segment state-${seg.state}`);
+      el.dataset.segment = String(seg.ordinal);
+      el.dataset.state = seg.state;
+      while (el.firstChild) el.removeChild(el.firstChild);
+      const label = seg.state === "recomputing" ? "recomputing in backward…" : seg.state === "recomputed" ? "recomputed ✓" :
+        seg.state === "forward" ? "running (activations not kept)" : `activations dropped, ${seg.ops} ops to recompute`;
+      el.append(s("rect", { x: b.x0, y: b.y0, width: b.x1 - b.x0, height: b.y1 - b.y0, rx: 12 }));
+      el.append(s("text", { x: b.x0 + 10, y: b.y0 + 14 }, `checkpoint #${seg.ordinal} (${seg.name}): ${label}`));
+    }
+    for (const [o, el] of this.segs) if (!keep.has(o)) { el.remove(); this.segs.delete(o); }
+  }
+
+  nodeCount(): number {
+    return this.nodes.size;
+  }
+}
+
+function clip(t: string, n: number): string {
+  return t.length > n ? t.slice(0, n - 1) + "…" : t;
+}

@@ -1,0 +1,41 @@
+// The layout worker: runs dagre (a layered DAG layout) on the visible graph, off the main thread. The page only
+// sends graphs within its layout budget; anything larger keeps the incremental placement.
+import * as dagre from "@dagrejs/dagre";
+
+export interface LayoutRequest {
+  id: number;
+  nodes: { id: string; w: number; h: number }[];
+  edges: { from: string; to: string }[];
+}
+
+export interface LayoutReply {
+  id: number;
+  ok: boolean;
+  ms: number;
+  pos?: Record<string, { x: number; y: number }>;
+  error?: string;
+}
+
+self.onmessage = (msg: MessageEvent<LayoutRequest>) => {
+  const req = msg.data;
+  const t0 = performance.now();
+  try {
+    const g = new dagre.graphlib.Graph();
+    g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 40, marginx: 0, marginy: 0 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const n of req.nodes) g.setNode(n.id, { width: n.w, height: n.h });
+    for (const e of req.edges) if (g.hasNode(e.from) && g.hasNode(e.to)) g.setEdge(e.from, e.to);
+    dagre.layout(g);
+    const pos: Record<string, { x: number; y: number }> = {};
+    for (const id of g.nodes()) {
+      const n = g.node(id);
+      pos[id] = { x: Math.round(n.x), y: Math.round(n.y) };
+    }
+    const reply: LayoutReply = { id: req.id, ok: true, ms: performance.now() - t0, pos };
+    (self as unknown as Worker).postMessage(reply);
+  } catch (err) {
+    // dagre recurses: a deep chain can overflow the stack; the page keeps its incremental placement then
+    const reply: LayoutReply = { id: req.id, ok: false, ms: performance.now() - t0, error: String(err) };
+    (self as unknown as Worker).postMessage(reply);
+  }
+};

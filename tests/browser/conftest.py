@@ -1,0 +1,132 @@
+"""Browser tests: the real server (uvicorn on a free port, temp SQLite) and Debian's Chromium via Playwright."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+STATIC = Path(__file__).resolve().parents[2] / "rtxviz" / "web" / "static"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--no-first-run", "--disable-sync"]
+
+
+def _skip_reason() -> str | None:
+    if not (STATIC / "app.js").is_file():
+        return "frontend not built: run `cd frontend && npm ci && npm run build` (make test does it)"
+    if not os.path.exists(CHROMIUM):
+        return f"{CHROMIUM} missing: install Debian's chromium (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright (Python) is not installed"
+    return None
+
+
+class ServerThread:
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error",
+                                                    ws="websockets-sansio", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def post_events(url: str, run_id: str, events: list[dict], token: str | None = None, batch: int = 5000) -> None:
+    for i in range(0, len(events), batch):
+        body = json.dumps({"events": events[i:i + batch]}).encode()
+        req = urllib.request.Request(f"{url}/api/runs/{run_id}/events", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200, r.read()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def server(tmp_path):
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from rtxviz.web.app import create_app
+
+    with ServerThread(create_app(db=str(tmp_path / "runs.db"))) as url:
+        yield url
+
+
+@pytest.fixture()
+def token_server(tmp_path):
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from rtxviz.web.app import create_app
+
+    with ServerThread(create_app(db=str(tmp_path / "runs.db"), token="s3cret")) as url:
+        yield url
+
+
+def _page(browser, bypass_csp: bool):
+    # Playwright's wait_for_function evaluates strings, which the page's CSP (no eval) forbids: tests that wait on
+    # predicates bypass the CSP; the XSS test keeps it.
+    ctx = browser.new_context(viewport={"width": 1400, "height": 860}, bypass_csp=bypass_csp)
+    pg = ctx.new_page()
+    pg.dialogs = []  # type: ignore[attr-defined]
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
+    pg.errors = []  # type: ignore[attr-defined]
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))  # type: ignore[attr-defined]
+    return ctx, pg
+
+
+@pytest.fixture()
+def page(browser):
+    ctx, pg = _page(browser, True)
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture()
+def strict_page(browser):
+    ctx, pg = _page(browser, False)
+    yield pg
+    ctx.close()
+
+
+def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path))
+    return path
