@@ -14,7 +14,7 @@ import numpy as np
 from . import hooks as _hooks
 from .errors import GraphError
 from .grad_mode import STATE
-from .graph import TapeNode
+from .graph import TapeNode, topological_order
 from .variable import Variable, _RetainGrad
 
 
@@ -28,7 +28,10 @@ def _initial_grad(root: Variable, grad: Any) -> Variable:
                 f"{root.shape}. Pass grad_output of that shape (e.g. Tensor.ones({list(root.shape)}))"
             )
         xp = root.xp
-        return Variable._wrap(xp.ones(root.data.shape, dtype=root.data.dtype), None)
+        seed = Variable._wrap(xp.ones(root.data.shape, dtype=root.data.dtype), None)
+        if _hooks.TRACING:
+            _hooks.trace("seed_grad", root=root, grad=seed)
+        return seed
     g = as_tensor_like(grad, root)
     if g.shape != root.shape:
         raise GraphError(f"backward: grad_output has shape {g.shape}, but the output has shape {root.shape}")
@@ -37,29 +40,6 @@ def _initial_grad(root: Variable, grad: Any) -> Variable:
     if type(g.data) is not type(root.data):
         raise GraphError(f"backward: grad_output is on {g.device}, but the output is on {root.device}")
     return g if isinstance(g, Variable) else Variable._wrap(g.data, None)
-
-
-def _toposort(roots: Sequence[TapeNode]) -> list[TapeNode]:
-    """Reverse post-order of an iterative DFS from every root: consumers before producers."""
-    visited: set[int] = set()
-    order: list[TapeNode] = []
-    stack: list[Any] = [(r, False) for r in reversed(roots)]
-    add = visited.add
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        nid = id(node)
-        if nid in visited:
-            continue
-        add(nid)
-        stack.append((node, True))
-        for e in node.next:
-            if e.__class__ is TapeNode and id(e) not in visited:
-                stack.append((e, False))
-    order.reverse()
-    return order
 
 
 def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
@@ -143,7 +123,7 @@ def run_backward(
                 wanted_nodes[id(v._node)] = i
     results: list[Any] = [None] * (len(inputs) if inputs is not None else 0)
 
-    order = _toposort(roots)
+    order = topological_order(roots)
     must_run: set[int] = set()
     if inputs is not None:
         order, must_run = _prune(order, wanted_nodes, wanted_leaves)
@@ -212,6 +192,8 @@ def run_backward(
             for h in hooks:
                 h.leaf_grad(leaf, g)  # the contribution of this pass, before it joins .grad
         accumulate_leaf_grad(leaf, g, create_graph)
+        if _hooks.TRACING:
+            _hooks.trace("leaf_grad_accumulated", leaf=leaf, grad=g, create_graph=create_graph)
     if hooks:
         for h in hooks:
             h.backward_end()

@@ -31,7 +31,7 @@ from typing import Any
 from .device import xp_of
 from .errors import GraphError
 from .grad_mode import STATE
-from .graph import TapeNode
+from .graph import TapeNode, topological_order
 from .variable import Variable
 
 #: op name -> rule(node, G) returning one batched gradient (raw array) or None per input.
@@ -208,21 +208,7 @@ def rule_for(node: TapeNode) -> BatchRule:
 def _order(root: TapeNode, wanted_leaves: set[int]) -> list[TapeNode] | None:
     """Consumers-first order of the nodes on a path from `root` to a wanted leaf; None when a hook sits on
     the path (hooks expect one gradient at a time, so the caller must use the unbatched walk)."""
-    visited: set[int] = set()
-    post: list[TapeNode] = []
-    stack: list[Any] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            post.append(node)
-            continue
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        stack.append((node, True))
-        for e in node.next:
-            if e.__class__ is TapeNode and id(e) not in visited:
-                stack.append((e, False))
+    post = list(reversed(topological_order([root])))  # producers first
     useful: set[int] = set()
     for node in post:  # producers first
         for e in node.next:

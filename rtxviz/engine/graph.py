@@ -502,25 +502,35 @@ class _TapeHook(_hooks.EngineHook):
             self.tape.nodes.append(node)
 
 
-def walk_nodes(root: TapeNode) -> list[TapeNode]:
-    """Every node reachable from `root`, each once, in topological order (root first). Iterative."""
+def topological_order(roots: Sequence[TapeNode]) -> list[TapeNode]:
+    """Every node reachable from `roots`, each once, consumers before producers (the order backward runs in).
+
+    Reverse post-order of an iterative depth-first search: no recursion, so a 100,000-op chain is fine.
+    """
     visited: set[int] = set()
     order: list[TapeNode] = []
-    stack: list[tuple[TapeNode, bool]] = [(root, False)]
+    stack: list[Any] = [(r, False) for r in reversed(roots)]
+    add = visited.add
     while stack:
         node, expanded = stack.pop()
         if expanded:
             order.append(node)
             continue
-        if id(node) in visited:
+        nid = id(node)
+        if nid in visited:
             continue
-        visited.add(id(node))
+        add(nid)
         stack.append((node, True))
         for e in node.next:
             if e.__class__ is TapeNode and id(e) not in visited:
                 stack.append((e, False))
     order.reverse()
     return order
+
+
+def walk_nodes(root: TapeNode) -> list[TapeNode]:
+    """Every node reachable from `root`, each once, in topological order (root first)."""
+    return topological_order([root])
 
 
 def module_scope(path: str | None) -> Callable[[], Any]:
