@@ -14,8 +14,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import rtxviz  # noqa: E402
 from harness import compare  # noqa: E402
+
+import rtxviz  # noqa: E402
 from rtxviz import Tensor, Variable, no_grad  # noqa: E402
 
 

@@ -1,4 +1,5 @@
-"""Issue 4 item 5: tiny_mlp_train eager vs replayed through the graph cache, alternating in one run.
+"""Issue 4 item 5: tiny_mlp_train eager vs replayed through the graph cache, alternating in one run; and a digits
+classifier step (MLP 64-32-10 with relu, batch 32, cross_entropy against int64 targets passed as an input).
 
 The step is the workload of ../shared/bench/WORKLOADS.md: MLP 16-32-32-1 with tanh, batch 8, MSE against random
 targets, plain SGD lr 0.01 applied by hand (``p.data -= lr * p.grad.data``) outside the cached function, so
@@ -23,6 +24,7 @@ from harness import time_samples  # noqa: E402
 
 from rtxviz import Tensor, Variable  # noqa: E402
 from rtxviz.engine.graph_cache import cache_graph, init_graph_cache  # noqa: E402
+from rtxviz.engine.ops.nn import cross_entropy  # noqa: E402
 
 LR = 0.01
 
@@ -59,6 +61,23 @@ def sgd(params: list[Variable]) -> None:
         p.data -= LR * p.grad.data
 
 
+def make_ce_step(layers: list) -> object:
+    def step(x: Tensor, t: Tensor) -> Variable:
+        (w1, b1), (w2, b2) = layers
+        loss = cross_entropy((x @ w1 + b1).relu() @ w2 + b2, t)
+        loss.backward()
+        return loss
+
+    return step
+
+
+def make_ce_model(seed: int = 0) -> tuple[list, list[Variable]]:
+    rng = np.random.default_rng(seed)
+    layers = [tuple(Variable(rng.uniform(-0.1, 0.1, shape).astype(np.float32), requires_grad=True)
+                    for shape in ((n_in, n_out), (n_out,))) for n_in, n_out in ((64, 32), (32, 10))]
+    return layers, [p for layer in layers for p in layer]
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=7)
@@ -67,7 +86,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     rng = np.random.default_rng(1)
     x = Tensor(rng.standard_normal((8, 16)).astype(np.float32))
     y = Tensor(rng.standard_normal((8, 1)).astype(np.float32))
+    out = run("tiny_mlp_train", make_model, make_step, x, y, args)
+    xd = Tensor(rng.standard_normal((32, 64)).astype(np.float32))
+    td = Tensor(rng.integers(0, 10, 32).astype(np.int64))
+    ce = run("digits_mlp_cross_entropy", make_ce_model, make_ce_step, xd, td, args)
+    out.update({f"ce_{k}": v for k, v in ce.items()})
+    return out
 
+
+def run(name: str, make_model: object, make_step: object, x: Tensor, y: Tensor, args: object) -> dict[str, float]:
     layers_e, params_e = make_model()
     layers_r, params_r = make_model()
     step_e, step_r = make_step(layers_e), make_step(layers_r)
@@ -98,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         ours["eager"].append(statistics.median(time_samples(eager, min_time=args.min_time)))
         ours["replay"].append(statistics.median(time_samples(replay, min_time=args.min_time)))
     e, r = statistics.median(ours["eager"]) * 1e6, statistics.median(ours["replay"]) * 1e6
-    print(f"tiny_mlp_train ({graph.ops} ops replayed), medians of {args.rounds} alternating rounds:")
+    print(f"{name} ({graph.ops} ops replayed), medians of {args.rounds} alternating rounds:")
     for name, med in (("eager", e), ("replay", r)):
         lo, hi = min(ours[name]) * 1e6, max(ours[name]) * 1e6
         print(f"  {name:7s} {med:8.1f} us/step   (round medians {lo:.1f}..{hi:.1f})")

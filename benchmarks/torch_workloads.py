@@ -13,7 +13,6 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F  # noqa: N812
-
 from harness import time_samples
 
 torch.set_num_threads(2)

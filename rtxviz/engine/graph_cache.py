@@ -31,10 +31,10 @@ instead of replaying a stale value.
 from __future__ import annotations
 
 import gc
-import sys
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
 import numpy as np
@@ -106,9 +106,15 @@ class _ReplayCtx:
 # Capture
 # ------------------------------------------------------------------------------------------------------------
 class _Capture(_hooks.EngineHook):
-    """Records each op application of one run of fn as an instruction with bound inputs."""
+    """Records each op application of one run of fn as an instruction with bound inputs.
+
+    Everything it learns comes through the hook interface: the per-op calls, and the trace events (`traces`):
+    constants made from Python values, backward's ones seed, leaf-gradient accumulation, values read into Python.
+    It listens to the thread that runs fn only (hooks are global; other threads' ops are no part of fn).
+    """
 
     name = "graph_cache_capture"
+    traces = True
 
     def __init__(self, inputs: tuple) -> None:
         self.inputs = inputs
@@ -134,6 +140,7 @@ class _Capture(_hooks.EngineHook):
         self.refusals: list[str] = []
         self.in_objs = {id(t): j for j, t in enumerate(inputs)}
         self.in_arrays = {id(t.data): j for j, t in enumerate(inputs)}
+        self.thread = get_ident()
         self._snapshot()
 
     # -- what existed before fn ran ---------------------------------------------------------------------------
@@ -293,9 +300,12 @@ class _Capture(_hooks.EngineHook):
 
     # -- hook methods ---------------------------------------------------------------------------------------
     def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
-        self.pending = (op, inputs, attrs)
+        if get_ident() == self.thread:
+            self.pending = (op, inputs, attrs)
 
     def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+        if get_ident() != self.thread:
+            return
         pending, self.pending = self.pending, None
         if pending is None or pending[1] is not inputs or self.suspended:
             return  # record_operation (no forward of its own), or an op inside accumulate_leaf_grad
@@ -315,6 +325,8 @@ class _Capture(_hooks.EngineHook):
                 self._index_state(k, node.state)
 
     def backward_preprocess(self, node: Any, grad_output: Any) -> None:
+        if get_ident() != self.thread:
+            return
         if id(node) not in self.nodes and node.op.__class__.__name__ != "_UserOp":
             self.refuse(f"backward reaches node #{node.id} ({node.op.name}), recorded before the capture; fn must "
                         "compute everything it differentiates (detach values made outside it, or pass them in)")
@@ -323,42 +335,55 @@ class _Capture(_hooks.EngineHook):
                         " a replay runs no Python hooks, so the function is not cached")
 
     def leaf_grad(self, variable: Any, grad: Any) -> None:
-        self.leaf_pending = (variable, grad)
+        if get_ident() != self.thread:
+            return
+        # Backward is about to add this pass's contribution into variable.grad; the ops that addition runs
+        # (through `add` while hooks are attached) are not recorded: the replay calls accumulate_leaf_grad itself.
+        before = self.grad_after.get(id(variable), self.pre_grads.get(id(variable), variable.grad))
+        self.leaf_pending = (variable, grad, before, variable.grad)
+        self.suspended += 1
 
     def event(self, kind: str, **fields: Any) -> None:
-        if kind == "constant":  # a data-independent constant announced by the engine (see docs/graph_cache.md)
-            t = fields.get("tensor")
-            if t is not None:
-                self.keep.append(t.data)
-                self.scalar_consts.add(id(t.data))
-
-    # -- patched engine functions (installed only while fn runs) --------------------------------------------
-    def initial_grad(self, orig: Callable, root: Any, grad: Any) -> Any:
-        g0 = orig(root, grad)
-        if grad is None:
-            a = g0.data
+        if get_ident() != self.thread:
+            return  # another thread's engine work is no part of fn
+        if kind == "constant":
+            self.constant(fields["tensor"])
+        elif kind == "seed_grad":
+            a = fields["grad"].data
             m = self.new_slot(a)[1]
             self.instrs.append(("seed", m, tuple(a.shape), a.dtype, type(a).__module__.split(".")[0]))
-        return g0
+        elif kind == "value_read":
+            self.guard(fields["how"], fields["tensor"])
+        elif kind == "leaf_grad_accumulated":
+            self.accumulated(fields["leaf"], fields["grad"], fields["create_graph"])
 
-    def accumulate(self, orig: Callable, leaf: Any, g: Any, create_graph: bool) -> None:
+    # -- trace events (hooks.TRACE_KINDS) ----------------------------------------------------------------------
+    def constant(self, t: Tensor) -> None:
+        """A constant made from a Python/numpy value (an operand, a default weight, a rule's 0-d zero): baked into
+        the program, as a tracer would. An operand that is (the data of) a tensor fn knows stays bound to it."""
+        a = t.data
+        self.keep.append(a)
+        if id(a) not in self.in_arrays and id(a) not in self.where:
+            self.scalar_consts.add(id(a))
+
+    def accumulated(self, leaf: Any, g: Any, create_graph: bool) -> None:
         pend, self.leaf_pending = self.leaf_pending, None
-        target = None
-        if pend is None or pend[0] is not leaf:
-            self.refuse("accumulate_leaf_grad was called outside a backward pass inside fn")
+        if pend is None or pend[0] is not leaf:  # pragma: no cover - the engine reports both, in this order
+            self.refuse("internal: a leaf gradient was accumulated without the leaf_grad report before it")
+            return
+        self.suspended -= 1
+        _, g, before, grad_then = pend
+        j = self.in_objs.get(id(leaf))
+        if j is not None:
+            target = (_IN, j)
+        elif id(leaf) in self.pre_objs:
+            target = self._param(leaf)
         else:
-            j = self.in_objs.get(id(leaf))
-            if j is not None:
-                target = (_IN, j)
-            elif id(leaf) in self.pre_objs:
-                target = self._param(leaf)
-            else:
-                target = self.refuse("backward accumulates a gradient into a Variable created inside fn; create "
-                                     "parameters before capturing")
-        before = self.grad_after.get(id(leaf), self.pre_grads.get(id(leaf), leaf.grad))
-        if target is not None and target[0] != _BAD:
-            if leaf.grad is not before:
-                if leaf.grad is None:
+            target = self.refuse("backward accumulates a gradient into a Variable created inside fn; create "
+                                 "parameters before capturing")
+        if target[0] != _BAD:
+            if grad_then is not before:
+                if grad_then is None:
                     self.instrs.append(("reset", target))  # zero_grad() inside fn: replayed as grad = None
                 else:
                     self.refuse(f"fn set .grad of a {leaf.shape} Variable itself before backward; a replay "
@@ -368,31 +393,17 @@ class _Capture(_hooks.EngineHook):
                             "no Python hooks, so the function is not cached")
             self.instrs.append(("leaf", target, self.bind_tensor(g, "a leaf gradient", grads=False),
                                 bool(create_graph)))
-        self.suspended += 1
-        try:
-            orig(leaf, g, create_graph)
-        finally:
-            self.suspended -= 1
         self.grad_after[id(leaf)] = leaf.grad
-        if target is not None and target[0] != _BAD and leaf.grad is not None:
+        if target[0] != _BAD and leaf.grad is not None:
             self.keep.append(leaf.grad)
             self.grad_objs[id(leaf.grad)] = target
 
-    def as_tensor_like(self, orig: Callable, value: Any, like: Any) -> Any:
-        t = orig(value, like)
-        if t is not value and not isinstance(value, Tensor):
-            # A Python/numpy number or array given as an operand: a constant of the program (as in a trace).
-            self.keep.append(t.data)
-            if id(t.data) not in self.in_arrays and id(t.data) not in self.where:
-                self.scalar_consts.add(id(t.data))
-        return t
-
-    def guard(self, name: str, t: Any) -> None:
+    def guard(self, how: str, t: Any) -> None:
         i = id(t.data)
         if id(t) in self.pre_objs and not (t._is_var and t.requires_grad) and i not in self.in_arrays \
                 and i not in self.where:
             return  # a constant that existed before the capture: reading it cannot depend on the inputs
-        self.refuse(f"fn reads a tensor's values into Python with Tensor.{name} during capture; control flow or "
+        self.refuse(f"fn reads a tensor's values into Python with Tensor.{how} during capture; control flow or "
                     "values that depend on data cannot be replayed (return the tensor instead, or compute the "
                     "Python value outside the cached function)")
 
@@ -412,65 +423,6 @@ class _Capture(_hooks.EngineHook):
             if s is not None and _checksum(p.data) != s:
                 self.refuse(f"fn changed the values of a {tuple(p.data.shape)} parameter in place; a replay "
                             "cannot repeat raw array writes (run optimizer steps outside the cached function)")
-
-
-_GUARDED = ("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__array__")
-
-
-class _Patches:
-    """Install the capture's wrappers into the engine for the duration of fn, and restore them after."""
-
-    def __init__(self, cap: _Capture) -> None:
-        self.cap = cap
-        self.saved: list[tuple] = []
-
-    def _set(self, owner: Any, name: str, value: Any) -> None:
-        self.saved.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)))
-        setattr(owner, name, value)
-
-    def __enter__(self) -> _Patches:
-        cap = self.cap
-        orig_init, orig_acc = _backward._initial_grad, _backward.accumulate_leaf_grad
-        self._set(_backward, "_initial_grad", lambda root, grad: cap.initial_grad(orig_init, root, grad))
-        self._set(_backward, "accumulate_leaf_grad", lambda leaf, g, cg: cap.accumulate(orig_acc, leaf, g, cg))
-        from . import variable as _variable
-
-        orig_atl = _variable.as_tensor_like
-
-        def atl(value: Any, like: Any) -> Any:
-            return cap.as_tensor_like(orig_atl, value, like)
-
-        for mod in list(sys.modules.values()):
-            if getattr(mod, "__name__", "").startswith("rtxviz.") and getattr(mod, "as_tensor_like", None) is orig_atl:
-                self._set(mod, "as_tensor_like", atl)
-        in_repr = [0]
-        for name in _GUARDED:
-            self._set(Tensor, name, _guarded(name, Tensor.__dict__[name], cap, in_repr))
-        orig_repr = Tensor.__dict__["_values_repr"]
-
-        def values_repr(t: Any) -> str:
-            in_repr[0] += 1  # printing is not control flow: allowed (a replay does not print, though)
-            try:
-                return orig_repr(t)
-            finally:
-                in_repr[0] -= 1
-
-        self._set(Tensor, "_values_repr", values_repr)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for owner, name, value in reversed(self.saved):
-            setattr(owner, name, value)
-
-
-def _guarded(name: str, fn: Callable, cap: _Capture, in_repr: list) -> Callable:
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not in_repr[0]:
-            cap.guard(name, self)
-        return fn(self, *args, **kwargs)
-
-    wrapper.__name__ = name
-    return wrapper
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -854,8 +806,7 @@ def _capture(fn: Callable, inputs: tuple, user_key: Any, params: Any = None) -> 
     cap = _Capture(inputs)
     _hooks.add_hook(cap)
     try:
-        with _Patches(cap):
-            result = fn(*inputs)
+        result = fn(*inputs)
     finally:
         _hooks.remove_hook(cap)
     cap.audit()

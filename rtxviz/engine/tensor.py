@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import hooks as _hooks
 from . import random as _random
 from .device import CPU, Device, as_device, device_of, to_device, xp_of
 from .dtypes import as_dtype, float32, int64
@@ -167,17 +168,31 @@ class Tensor:
         """This value as a plain Tensor (no graph); shares memory."""
         return Tensor._wrap(self.data)
 
+    # Reading values into Python is reported to tracing hooks (`value_read`): a tracer such as the graph cache
+    # must know when control flow or Python values may depend on data. Printing (`_values_repr`) is not.
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (copied from the GPU; shared on the CPU)."""
+        if _hooks.TRACING:
+            _hooks.trace("value_read", tensor=self, how="numpy")
+        return self._host()
+
+    def _host(self) -> np.ndarray:
         return self.data if type(self.data) is np.ndarray else self.data.get()
 
     def item(self) -> float | int | bool:
+        if _hooks.TRACING:
+            _hooks.trace("value_read", tensor=self, how="item")
+        return self._item("item")
+
+    def _item(self, where: str) -> float | int | bool:
         if self.data.size != 1:
-            raise ShapeError(f"item: only one-element tensors convert to a Python number, got shape {self.shape}")
+            raise ShapeError(f"{where}: only one-element tensors convert to a Python number, got shape {self.shape}")
         return self.data.reshape(-1)[0].item()
 
     def tolist(self) -> Any:
-        return self.numpy().tolist()
+        if _hooks.TRACING:
+            _hooks.trace("value_read", tensor=self, how="tolist")
+        return self._host().tolist()
 
     def to(self, device: Device | str | None = None, dtype: Any = None) -> Tensor:
         """A copy on `device` and/or with `dtype` (self when nothing changes)."""
@@ -211,22 +226,30 @@ class Tensor:
         return self.data.shape[0]
 
     def __bool__(self) -> bool:
+        if _hooks.TRACING:
+            _hooks.trace("value_read", tensor=self, how="__bool__")
         if self.data.size != 1:
             raise ShapeError(f"bool: the truth value of a tensor of shape {self.shape} is ambiguous")
         return bool(self.data.reshape(-1)[0])
 
     def __float__(self) -> float:
-        return float(self.item())
+        if _hooks.TRACING:
+            _hooks.trace("value_read", tensor=self, how="__float__")
+        return float(self._item("item"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        if _hooks.TRACING:
+            _hooks.trace("value_read", tensor=self, how="__int__")
+        return int(self._item("item"))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        arr = self.numpy()
+        if _hooks.TRACING:
+            _hooks.trace("value_read", tensor=self, how="__array__")
+        arr = self._host()
         return arr if dtype is None else arr.astype(dtype)
 
     def _values_repr(self) -> str:
-        arr = self.numpy()
+        arr = self._host()
         body = np.array2string(arr, precision=4, separator=", ", threshold=40, edgeitems=3)
         return body.replace("\n", "\n       ")
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import graph as _graph
+from . import hooks as _hooks
 from .device import Device, as_device, to_device
 from .dtypes import is_float
 from .errors import DTypeError, GraphError
@@ -95,11 +96,9 @@ class Variable(Tensor):
 
     def detach(self) -> Variable:
         """A new leaf sharing this value's data, cut from the graph (requires_grad False)."""
-        from . import hooks
-
         out = Variable._wrap(self.data, None)
-        if hooks.ACTIVE:
-            hooks.emit("detach", source=self, result=out)
+        if _hooks.ACTIVE:
+            _hooks.emit("detach", source=self, result=out)
         return out
 
     def zero_grad(self) -> None:
@@ -194,17 +193,22 @@ def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
     if isinstance(value, Tensor):
         return value
     if like is None:
-        return Tensor(value)
-    arr = like.data
-    if isinstance(value, bool | int | float | np.number):
-        xp = np if type(arr) is np.ndarray else _xp(arr)
-        return Tensor._wrap(xp.asarray(value, dtype=arr.dtype))
-    converted = _to_array(value, None, None, "operand")
-    if converted.dtype != arr.dtype and converted.dtype.kind == "f" and arr.dtype.kind == "f":
-        converted = converted.astype(arr.dtype)
-    if type(arr) is not np.ndarray:
-        converted = to_device(converted, Device("cuda", arr.device.id))
-    return Tensor._wrap(converted)
+        t = Tensor(value)
+    else:
+        arr = like.data
+        if isinstance(value, bool | int | float | np.number):
+            xp = np if type(arr) is np.ndarray else _xp(arr)
+            t = Tensor._wrap(xp.asarray(value, dtype=arr.dtype))
+        else:
+            converted = _to_array(value, None, None, "operand")
+            if converted.dtype != arr.dtype and converted.dtype.kind == "f" and arr.dtype.kind == "f":
+                converted = converted.astype(arr.dtype)
+            if type(arr) is not np.ndarray:
+                converted = to_device(converted, Device("cuda", arr.device.id))
+            t = Tensor._wrap(converted)
+    if _hooks.TRACING:  # a constant of the computation, as a tracer sees it (the graph cache bakes it in)
+        _hooks.trace("constant", tensor=t)
+    return t
 
 
 def _xp(arr: Any) -> Any:

@@ -6,6 +6,7 @@ bitwise equal), central finite differences, and closed forms for the segment spl
 
 from __future__ import annotations
 
+import gc
 import math
 
 import numpy as np
@@ -397,6 +398,7 @@ def test_events_bracket_forward_and_recompute() -> None:
 def test_dropped_graph_gives_saved_bytes_back() -> None:
     layers, params = make_mlp(9, 4, seed=18)
     x = var(np.ones((2, 4)), requires_grad=False)
+    gc.collect()  # graphs kept alive by earlier tests' tracebacks must not be freed mid-measurement
     base = memory_stats(scan=False)["current"]
     out = checkpoint_sequential(layers, x)  # 3 segments of 3: boundary of segment 2, last one's input + 3 outputs
     assert memory_stats(scan=False)["current"] - base == 5 * 2 * 4 * 8

@@ -23,6 +23,7 @@ from rtxviz.engine.graph_cache import (
     init_graph_cache,
     run_cached,
 )
+from rtxviz.engine.ops.shape import compare
 
 RNG = np.random.default_rng(7)
 
@@ -261,6 +262,177 @@ def test_forward_only_under_no_grad_and_tuple_results() -> None:
     assert a.grad_fn is None
     with pytest.raises(GraphCacheError, match="grad mode"):
         graph.execute(x)  # grad mode is on again: part of the signature
+
+
+# -- classifiers: cross_entropy, relu, conv2d, max_pool2d, with targets as fn inputs ------------------------------
+def _train_replay_vs_eager(make_params, step_fn, batches) -> None:
+    """Capture on the first batch, then replay on the rest while an eager twin (same values, separate objects)
+    trains beside it with the same SGD between steps: losses and grads equal bit for bit at every step."""
+    params = make_params()
+    twin = [Variable(p.data.copy(), requires_grad=True) for p in params]
+    step, twin_step = step_fn(params), step_fn(twin)
+    _zero(params + twin)
+    x0, t0 = batches[0]
+    graph = cache_graph(step, x0, t0)
+    twin_step(x0, t0)
+    for (x, t) in [batches[0], *batches[1:]]:
+        for ps in (params, twin):
+            for p in ps:
+                p.data -= 0.1 * p.grad.data
+        _zero(params + twin)
+        got = graph.execute(x, t)
+        want = twin_step(x, t)
+        np.testing.assert_array_equal(got.data, want.data)
+        for p, q in zip(params, twin, strict=True):
+            np.testing.assert_array_equal(p.grad.data, q.grad.data)
+            assert p.grad.dtype == q.grad.dtype
+    assert graph_cache_stats()["hits"] == len(batches) and graph_cache_stats()["refusals"] == 0
+
+
+def _targets(n: int, classes: int) -> Tensor:
+    return Tensor(RNG.integers(0, classes, n).astype(np.int64))
+
+
+def test_mlp_cross_entropy_train_steps_replay_equal_eager() -> None:
+    nn = pytest.importorskip("rtxviz.engine.ops.nn")
+
+    def make() -> list:
+        return [_param(64, 32), _param(32), _param(32, 10), _param(10)]
+
+    def step_fn(params: list):  # noqa: ANN202
+        w1, b1, w2, b2 = params
+
+        def step(x: Tensor, t: Tensor) -> Variable:
+            loss = nn.cross_entropy((x @ w1 + b1).relu() @ w2 + b2, t)
+            loss.backward()
+            return loss
+
+        return step
+
+    batches = [(_t(16, 64), _targets(16, 10)) for _ in range(5)]
+    _train_replay_vs_eager(make, step_fn, batches)
+
+
+def test_mlp_cross_entropy_gradient_matches_closed_form_on_replay() -> None:
+    """Replayed with new targets: dZ = (softmax(Z) - onehot(T)) / N, from numpy in float64."""
+    nn = pytest.importorskip("rtxviz.engine.ops.nn")
+    w = _param(5, 4, dtype="float64")
+
+    def step(x: Tensor, t: Tensor) -> Variable:
+        loss = nn.cross_entropy(x @ w, t)
+        loss.backward()
+        return loss
+
+    graph = cache_graph(step, _t(6, 5, dtype="float64"), _targets(6, 4))
+    x, t = _t(6, 5, dtype="float64"), Tensor(np.array([3, 0, 0, 2, 1, 3], dtype=np.int64))
+    _zero([w])
+    loss = graph.execute(x, t)
+    z = x.data @ w.data
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(loss.item(), -np.log(p[np.arange(6), t.data]).mean(), rtol=1e-12)
+    p[np.arange(6), t.data] -= 1.0
+    np.testing.assert_allclose(w.grad.data, x.data.T @ p / 6, rtol=1e-12)
+
+
+def test_cnn_conv_relu_max_pool_cross_entropy_train_steps_replay_equal_eager() -> None:
+    nn = pytest.importorskip("rtxviz.engine.ops.nn")
+
+    def make() -> list:
+        return [_param(4, 1, 3, 3), _param(4), _param(4 * 4 * 4, 10), _param(10)]
+
+    def step_fn(params: list):  # noqa: ANN202
+        wc, bc, w, b = params
+
+        def step(x: Tensor, t: Tensor) -> Variable:
+            h = nn.max_pool2d(nn.conv2d(x, wc, bc, padding=1).relu(), 2)
+            loss = nn.cross_entropy(h.reshape(x.shape[0], -1) @ w + b, t)
+            loss.backward()
+            return loss
+
+        return step
+
+    batches = [(_t(6, 1, 8, 8), _targets(6, 10)) for _ in range(4)]
+    _train_replay_vs_eager(make, step_fn, batches)
+
+
+def test_remaining_mask_rules_replay_from_new_data() -> None:
+    """where / masked_fill, max / min reductions, nll_loss (ignore_index), layer_norm's default weight, overlapping
+    max_pool2d and label-smoothed per-row cross_entropy: their gradients follow the replayed values."""
+    nn = pytest.importorskip("rtxviz.engine.ops.nn")
+    w, v = _param(4, 5, dtype="float64"), _param(1, 1, 3, 3, dtype="float64")
+
+    def step(x: Tensor, t: Tensor) -> Variable:
+        h = x @ w
+        # masks from the compare op (what `h > 0` is, once the comparison operators go through it)
+        a = h.where(compare(h, 0.0, "__gt__"), h * h).masked_fill(compare(h, -0.5, "__lt__"), 0.25)
+        b = h.max(dim=1).sum() + h.min(dim=0, keepdim=True).sum() + h.max() - h.min()
+        c = nn.nll_loss(nn.log_softmax(nn.layer_norm(h, 5), 1), t)
+        d = nn.cross_entropy(h, t, reduction="none", label_smoothing=0.1).sum()
+        e = nn.max_pool2d(nn.conv2d(h.reshape(1, 1, 6, 5), v, padding=1), 3, 1).sum()
+        loss = a.sum() + b + c + d + e
+        loss.backward()
+        return loss
+
+    t0 = Tensor(np.array([0, 1, 2, -100, 4, 3], dtype=np.int64))
+    graph = cache_graph(step, _t(6, 4, dtype="float64"), t0)
+    for _ in range(3):
+        _compare_with_eager(step, graph, [w, v], (_t(6, 4, dtype="float64"), _targets(6, 5)))
+    # ignored rows elsewhere, and twice: the 1/count of the mean is recomputed too
+    t = Tensor(np.array([-100, 1, -100, 3, 4, 0], dtype=np.int64))
+    _compare_with_eager(step, graph, [w, v], (_t(6, 4, dtype="float64"), t))
+
+
+def test_capture_patches_nothing_and_ignores_other_threads() -> None:
+    """The capture listens through hooks only: engine functions and Tensor methods stay as they are while fn
+    runs, and ops another thread runs meanwhile are not recorded."""
+    import threading
+
+    from rtxviz.engine import backward as bw
+
+    w = _param(3)
+    seen: dict = {}
+    originals = (bw._initial_grad, bw.accumulate_leaf_grad, Tensor.item, Tensor.numpy, Tensor.__bool__)
+
+    def other_thread() -> None:
+        seen["other"] = (Variable(np.ones(3, dtype=np.float32), requires_grad=True) * 3.0).sum().item()
+
+    def step(x: Tensor, threaded: bool = True) -> Variable:
+        seen["same"] = (bw._initial_grad, bw.accumulate_leaf_grad, Tensor.item, Tensor.numpy, Tensor.__bool__)
+        if threaded:
+            th = threading.Thread(target=other_thread)
+            th.start()
+            th.join()
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    alone = cache_graph(lambda x: step(x, False), _t(3))
+    graph = cache_graph(step, _t(3))
+    assert all(a is b for a, b in zip(seen["same"], originals, strict=True))
+    assert seen["other"] == 9.0 and graph.ops == alone.ops  # nothing from the other thread was recorded
+    _compare_with_eager(step, graph, [w], (_t(3),))
+
+
+def test_trace_events_reach_only_hooks_that_ask_for_them() -> None:
+    class Listener(hooks.EngineHook):
+        def __init__(self, traces: bool) -> None:
+            self.traces = traces
+            self.kinds: list = []
+
+        def event(self, kind: str, **fields: object) -> None:
+            self.kinds.append(kind)
+
+    quiet, tracer = Listener(False), Listener(True)
+    w = Variable(np.array([1.0, 2.0]), requires_grad=True)
+    with quiet, tracer:
+        loss = (w * np.array([3.0, 4.0])).sum()  # a numpy operand: a constant, coerced by as_tensor_like
+        loss.backward()
+        loss.item()
+        repr(loss)  # printing is not a value read
+    assert quiet.kinds == []
+    assert tracer.kinds == ["constant", "seed_grad", "leaf_grad_accumulated", "value_read"]
+    assert not hooks.TRACING and not hooks.ACTIVE
 
 
 # -- random ops: fresh numbers each replay -------------------------------------------------------------------------

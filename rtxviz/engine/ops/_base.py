@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .. import hooks as _hooks
 from ..errors import DimError
 from ..graph import apply
 from ..tensor import Tensor
@@ -31,6 +32,23 @@ def tensor_method(*names: str) -> Callable[[F], F]:
         return fn
 
     return deco
+
+
+def constant(array: Any) -> Tensor:
+    """A data-independent constant made inside an op's rule or wrapper (a 0-d zero, a default weight of ones),
+    as a Tensor; announced to tracing hooks so that the graph cache bakes it into a replay.
+
+    Only for arrays whose values do not depend on any tensor's data: a mask or weight computed from data must
+    come out of an op's forward (or its ctx.state), so that a replay recomputes it.
+
+    >>> import numpy as np
+    >>> constant(np.zeros((), dtype=np.float32)).shape
+    ()
+    """
+    t = Tensor._wrap(array)
+    if _hooks.TRACING:
+        _hooks.trace("constant", tensor=t)
+    return t
 
 
 def unary(op: type, x: Tensor, attrs: dict | None = None) -> Any:

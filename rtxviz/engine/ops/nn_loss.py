@@ -15,10 +15,9 @@ import numpy as np
 from ..device import xp_of
 from ..dtypes import int64, is_float
 from ..errors import DeviceError, DTypeError, ShapeError
-from ..grad_mode import STATE
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import register
+from ._base import constant, register
 from .arithmetic import add as _add
 from .arithmetic import mul, mul_scalar, neg, rsub_scalar, sub
 from .broadcast import sum_to
@@ -48,10 +47,6 @@ class IndexArg:
 
     def __repr__(self) -> str:
         return f"<{self.array.dtype} indices {tuple(self.array.shape)}>"
-
-
-def _const(array: Any) -> Tensor:
-    return Tensor._wrap(array)
 
 
 def _check_reduction(op: str, reduction: str) -> None:
@@ -136,11 +131,22 @@ def _reduce_rows(loss: Any, validf: Any, scale: Any, reduction: str, dtype: Any)
     return xp_of(loss).asarray(total * scale, dtype=dtype)
 
 
-def _times_grad(base: Any, g: Any, reduction: str) -> Any:
-    """base · dL, where dL is 0-d (mean/sum) or per row ([N, d...], reduction 'none')."""
-    if reduction == "none":
-        g = g.reshape((g.shape[0], 1) + tuple(g.shape[1:]))
-    return mul(base, g)
+class SavedState:
+    """A forward's ctx.state handed to its gradient op inside attrs (the graph cache binds it to that forward's
+    fresh state on replay). Prints as a name, not as arrays, in errors and graph views."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    def __repr__(self) -> str:
+        return "<forward state>"
+
+
+def _grad_shape(g: Any, reduction: str) -> Any:
+    """dL as a factor against [N, C, d...]: 0-d (mean/sum) as is, per-row [N, d...] with a class axis added."""
+    return g.reshape((g.shape[0], 1) + tuple(g.shape[1:])) if reduction == "none" else g
 
 
 @register
@@ -161,32 +167,64 @@ class CrossEntropy(Op):
         eps = ctx.attrs.get("label_smoothing", 0.0)
         if eps:
             loss = (1.0 - eps) * loss - (eps / num_classes) * logp.sum(axis=1)
-        ctx.state = (logp, tc, validf, scale)
+        coef = (validf * scale).astype(z.dtype, copy=False)[:, None]  # per row: 1/N for valid rows, else 0
+        ctx.state = (logp, tc, coef)
         return _reduce_rows(loss, validf, scale, ctx.attrs.get("reduction", "mean"), z.dtype)
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        logp, tc, validf, scale = ctx.state
+        # One op computes (softmax(Z) - q)·coef·dL from the forward's log-probabilities (no raw array built
+        # here, so a graph-cache replay recomputes it); its own backward makes every higher order exact.
+        attrs = {"state": SavedState(ctx.state), "reduction": ctx.attrs.get("reduction", "mean"),
+                 "label_smoothing": ctx.attrs.get("label_smoothing", 0.0)}
+        grad = apply(CrossEntropyGrad, (g, ctx.saved_inputs[0]), attrs)
+        return (grad,) if len(ctx.next) == 1 else (grad, None)
+
+
+@register
+class CrossEntropyGrad(Op):
+    """The gradient of cross_entropy in its logits, (softmax(Z) - q)·coef·dL, with q the (smoothed) one-hot target
+    and coef the per-row 1/N (0 on ignored rows). Inputs (dL, Z); first order reads the forward's log-probabilities
+    from attrs["state"], so it costs one pass over [N, C] (exp, subtract at the targets, scale)."""
+
+    name = "cross_entropy_grad"
+    rule = "d(dL) = Σ dZ̃ · (softmax(Z) - q)·coef, dZ = softmax'(Z)ᵀ (dZ̃ · coef · dL)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, z: Any) -> Any:
+        logp, tc, coef = ctx.attrs["state"].state
         xp = xp_of(logp)
         num_classes = logp.shape[1]
-        eps = ctx.attrs.get("label_smoothing", 0.0)
-        coef = (validf * scale).astype(logp.dtype, copy=False)[:, None]
-        if STATE.enabled:
-            # Recording backward: the gradient must stay a function of the logits (softmax is differentiable).
-            q = _onehot(tc, num_classes, logp.dtype) * (1.0 - eps) + eps / num_classes
-            base = mul(sub(softmax(ctx.saved_inputs[0], 1), _const(q)), _const(coef))
+        eps = ctx.attrs["label_smoothing"]
+        probs = xp.exp(logp)
+        if logp.ndim == 2:
+            probs[xp.arange(logp.shape[0]), tc] -= 1.0 - eps
         else:
-            probs = xp.exp(logp)
-            if logp.ndim == 2:
-                probs[xp.arange(logp.shape[0]), tc] -= 1.0 - eps
-            else:
-                probs -= _onehot(tc, num_classes, logp.dtype) * (1.0 - eps)
-            if eps:
-                probs -= eps / num_classes
-            probs *= coef
-            base = _const(probs)
-        grads = [_times_grad(base, g, ctx.attrs.get("reduction", "mean"))]
-        return tuple(grads) if len(ctx.next) == 1 else (grads[0], None)
+            probs -= _onehot(tc, num_classes, logp.dtype) * (1.0 - eps)
+        if eps:
+            probs -= eps / num_classes
+        probs *= coef
+        probs *= _grad_shape(g, ctx.attrs["reduction"])
+        return probs
+
+    @staticmethod
+    def backward(ctx: Any, h: Any) -> tuple:
+        g, z = ctx.saved_inputs
+        coef = Tensor._wrap(ctx.attrs["state"].state[2])  # the forward's state: bound by the graph cache
+        gz = gg = None
+        if ctx.next[1] is not None:
+            # the softmax vector-Jacobian product of v = dZ̃ · coef · dL
+            s = softmax(z, 1)
+            v = mul(mul(h, coef), _grad_shape(g, ctx.attrs["reduction"]))
+            gz = mul(s, sub(v, _sum(mul(v, s), 1, keepdim=True)))
+        if ctx.next[0] is not None:
+            # linear in dL: the same op at dL = 1 is (softmax(Z) - q)·coef, differentiable in Z in turn
+            ones = constant(xp_of(g.data).ones(g.shape, dtype=g.data.dtype))
+            base = apply(CrossEntropyGrad, (ones, z), ctx.attrs)
+            hb = mul(h, base)
+            gg = _sum(hb) if g.ndim == 0 else _sum(hb, 1)
+        return gg, gz
 
 
 @register
@@ -200,16 +238,40 @@ class NllLoss(Op):
         xp = xp_of(x)
         tc, validf, scale = _class_state(ctx, x, t)
         loss = -xp.take_along_axis(x, tc[:, None], axis=1)[:, 0]
-        ctx.state = (tc, validf, scale, x.shape[1], x.dtype)
+        ctx.state = (tc, validf, scale, x.shape[1], x.dtype, t)
         return _reduce_rows(loss, validf, scale, ctx.attrs.get("reduction", "mean"), x.dtype)
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        tc, validf, scale, num_classes, dtype = ctx.state
-        coef = (validf * (-scale)).astype(dtype, copy=False)[:, None]
-        base = _const(_onehot(tc, num_classes, dtype) * coef)
-        grad = _times_grad(base, g, ctx.attrs.get("reduction", "mean"))
+        # One op builds -onehot(T)·coef·dL from the forward's state (a graph-cache replay recomputes it).
+        attrs = {"state": SavedState(ctx.state), "reduction": ctx.attrs.get("reduction", "mean"),
+                 "ignore_index": ctx.attrs.get("ignore_index", -100)}
+        grad = apply(NllLossGrad, (g,), attrs)
         return (grad,) if len(ctx.next) == 1 else (grad, None)
+
+
+@register
+class NllLossGrad(Op):
+    """The gradient of nll_loss, -onehot(T)·coef·dL (coef: 1/N on valid rows, 0 on ignored ones). It is linear in
+    dL and its adjoint is nll_loss itself (a gather at the targets, reduced the same way)."""
+
+    name = "nll_loss_grad"
+    rule = "d(dL) = nll_loss(dX̃, T)"
+
+    @staticmethod
+    def forward(ctx: Any, g: Any) -> Any:
+        tc, validf, scale, num_classes, dtype, _ = ctx.attrs["state"].state
+        coef = (validf * (-scale)).astype(dtype, copy=False)[:, None]
+        base = _onehot(tc, num_classes, dtype) * coef
+        base *= _grad_shape(g, ctx.attrs["reduction"])
+        return base
+
+    @staticmethod
+    def backward(ctx: Any, h: Any) -> tuple:
+        a = ctx.attrs
+        t = a["state"].state[5]
+        return (apply(NllLoss, (h,), {"reduction": a["reduction"], "ignore_index": a["ignore_index"],
+                                      "target": IndexArg(t)}),)
 
 
 def _class_loss(op: type, name: str, x: Tensor, target: Any, reduction: str, ignore_index: int,

@@ -17,7 +17,7 @@ from ..errors import DTypeError, ShapeError
 from ..grad_mode import STATE
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import norm_dim, register, tensor_method
+from ._base import constant, norm_dim, register, tensor_method
 from .arithmetic import add_scalar, mul, pow_scalar, sub
 from .broadcast import sum_to
 from .reduction import mean
@@ -169,7 +169,7 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     if weight is None and bias is None:
         return apply(LayerNorm, (x,), attrs)
     if weight is None:  # a constant 1 keeps the inputs positional: (x, weight, bias)
-        weight = Tensor._wrap(xp_of(x.data).ones(ns, dtype=x.data.dtype))
+        weight = constant(xp_of(x.data).ones(ns, dtype=x.data.dtype))
     if bias is None:
         return apply(LayerNorm, (x, weight), attrs)
     return apply(LayerNorm, (x, weight, bias), attrs)

@@ -67,38 +67,48 @@ class MaxPool2d(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        # Which window offset holds each maximum: found here rather than in forward, so inference skips it.
-        # One boolean mask per kernel offset (bool arithmetic is much faster than where/copyto).
+        # The window masks are found by the scatter op from (X, Y), inside its forward: a graph-cache replay then
+        # recomputes them from the new values (and inference, which never runs backward, never pays for them).
         (kh, kw), stride, (ph, pw) = _pool_geom(ctx.attrs)
-        x, best = ctx.saved_inputs[0].data, ctx.out_data
-        ho, wo = best.shape[2:]
-        xp = xp_of(x)
-        xpad = pad2d(x, ph, pw, -np.inf)
-        masks = xp.empty((kh * kw,) + best.shape, dtype=bool)
-        taken = None
-        for a, i, j in _offsets(kh, kw):
-            hit = window(xpad, i, j, ho, wo, stride, (1, 1)) == best
-            if taken is None:
-                masks[a] = hit
-                taken = hit
-            else:  # only the first maximum of a window wins (ties as PyTorch)
-                xp.logical_and(hit, xp.logical_not(taken), out=masks[a])
-                taken |= hit
-        attrs = {"kernel_size": (kh, kw), "stride": stride, "padding": (ph, pw), "input_size": tuple(x.shape[2:]),
-                 "argmax": IndexArg(masks)}
-        return (apply(MaxPool2dScatter, (g,), attrs),)
+        x = ctx.saved_inputs[0].data
+        attrs = {"kernel_size": (kh, kw), "stride": stride, "padding": (ph, pw), "input_size": tuple(x.shape[2:])}
+        return (apply(MaxPool2dScatter, (g, Tensor._wrap(x), Tensor._wrap(ctx.out_data)), attrs),)
+
+
+def _window_masks(x: Any, best: Any, attrs: dict) -> Any:
+    """One boolean mask per kernel offset: where that offset holds its window's maximum (only the first maximum
+    of a window wins, as PyTorch). Bool arithmetic is much faster than where/copyto."""
+    (kh, kw), stride, (ph, pw) = _pool_geom(attrs)
+    ho, wo = best.shape[2:]
+    xp = xp_of(x)
+    xpad = pad2d(x, ph, pw, -np.inf)
+    masks = xp.empty((kh * kw,) + best.shape, dtype=bool)
+    taken = None
+    for a, i, j in _offsets(kh, kw):
+        hit = window(xpad, i, j, ho, wo, stride, (1, 1)) == best
+        if taken is None:
+            masks[a] = hit
+            taken = hit
+        else:
+            xp.logical_and(hit, xp.logical_not(taken), out=masks[a])
+            taken |= hit
+    return masks
 
 
 @register
 class MaxPool2dScatter(Op):
+    """dY added at each window's argmax: inputs (dY, X, Y) find the argmax masks in forward (kept in ctx.state);
+    input (dY,) alone reads them from attrs["argmax"] (the adjoint of max_pool2d_gather)."""
+
     name = "max_pool2d_scatter"
     rule = "d(dY) = dX̃ read at the argmax positions (max_pool2d_gather)"
 
     @staticmethod
-    def forward(ctx: Any, g: Any) -> Any:
+    def forward(ctx: Any, g: Any, x: Any = None, best: Any = None) -> Any:
         (kh, kw), stride, (ph, pw) = _pool_geom(ctx.attrs)
         h, w = ctx.attrs["input_size"]
-        masks = ctx.attrs["argmax"].array
+        masks = ctx.attrs["argmax"].array if x is None else _window_masks(x, best, ctx.attrs)
+        ctx.state = masks
         n, c, ho, wo = g.shape
         xp = xp_of(g)
         dx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=g.dtype)
@@ -115,7 +125,9 @@ class MaxPool2dScatter(Op):
 
     @staticmethod
     def backward(ctx: Any, h: Any) -> tuple:
-        return (apply(MaxPool2dGather, (h,), ctx.attrs),)
+        attrs = {k: v for k, v in ctx.attrs.items() if k != "argmax"}
+        attrs["argmax"] = IndexArg(ctx.state)
+        return (apply(MaxPool2dGather, (h,), attrs),) + (None,) * (len(ctx.next) - 1)
 
 
 @register

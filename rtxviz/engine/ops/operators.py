@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..tensor import Tensor
-from ..variable import as_tensor_like
 from .arithmetic import add, div, mul, neg, pow, sub
 from .linalg import matmul
+from .shape import compare
 
 
 def _rdiv(self: Tensor, other: Any) -> Any:
@@ -20,8 +20,7 @@ def _rdiv(self: Tensor, other: Any) -> Any:
 
 def _compare(name: str) -> Any:
     def method(self: Tensor, other: Any) -> Tensor:
-        other_t = as_tensor_like(other, self)
-        return Tensor._wrap(getattr(self.data, name)(other_t.data))
+        return compare(self, other, name)
 
     method.__name__ = name
     method.__doc__ = f"Elementwise comparison ({name}); returns a bool Tensor and records no gradient."

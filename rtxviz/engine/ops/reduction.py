@@ -15,7 +15,7 @@ from ..graph import Op, apply
 from ..tensor import Tensor
 from ._base import norm_dim, norm_dims, register, tensor_method
 from .arithmetic import maximum, minimum, mul, mul_scalar, sub
-from .broadcast import expand
+from .broadcast import expand, sum_to
 from .unary import exp, sqrt
 
 
@@ -244,20 +244,46 @@ class _Extreme(Op):
 
     @classmethod
     def backward(cls, ctx: Any, g: Any) -> tuple:
-        (x,) = ctx.saved_inputs
-        xd = x.data
-        xp = xp_of(xd)
+        # The arg-extreme weights are built by the extreme_grad op from X and Y (not as a raw array here), so a
+        # graph-cache replay recomputes them from the new values.
+        xd = ctx.saved_inputs[0].data
         dim, keepdim = ctx.attrs["dim"], ctx.attrs["keepdim"]
-        if dim is None:
-            hit = xd == ctx.out_data.reshape((1,) * xd.ndim)
-            weight = xp.asarray(hit.astype(xd.dtype) / hit.sum())  # asarray: 0-d math gives numpy scalars
-        else:
-            idx = getattr(xd, cls._arg)(axis=dim)
-            idx = xp.expand_dims(idx, dim)
-            pos = xp.arange(xd.shape[dim]).reshape((-1,) + (1,) * (xd.ndim - dim - 1))
-            weight = (pos == idx).astype(xd.dtype)
         g = _restore_dims(g, xd.shape, None if dim is None else (dim,), keepdim)
-        return (mul(g, Tensor._wrap(weight)),)
+        attrs = {"kind": cls._reduce, "dim": dim}
+        return (apply(ExtremeGrad, (g, Tensor._wrap(xd), Tensor._wrap(ctx.out_data)), attrs),)
+
+
+@register
+class ExtremeGrad(Op):
+    """dY · w(X, Y): the gradient of max/min routed to the arg-extreme (over one dim: the first one; over
+    everything: split evenly among ties). The weights w are piecewise constant in X, so the derivative in X and
+    Y is zero; in dY it is this same weighting, summed back to dY's shape."""
+
+    name = "extreme_grad"
+    rule = "dG = Σ dZ · w(X), dX = 0  (w: 1 at the arg-extreme, ties split over everything)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, x: Any, y: Any) -> Any:
+        xp = xp_of(x)
+        dim = ctx.attrs["dim"]
+        if dim is None:
+            hit = x == y.reshape((1,) * x.ndim)
+            weight = hit.astype(x.dtype)
+            weight /= x.dtype.type(hit.sum())  # in x's dtype: 1/count is exact for the usual tie counts
+        else:
+            idx = getattr(x, "argmax" if ctx.attrs["kind"] == "max" else "argmin")(axis=dim)
+            idx = xp.expand_dims(idx, dim)
+            pos = xp.arange(x.shape[dim]).reshape((-1,) + (1,) * (x.ndim - dim - 1))
+            weight = (pos == idx).astype(x.dtype)
+        ctx.state = weight  # for this op's own backward (create_graph): the weights it applied
+        return g * weight
+
+    @staticmethod
+    def backward(ctx: Any, h: Any) -> tuple:
+        g = ctx.saved_inputs[0]
+        gg = sum_to(mul(h, Tensor._wrap(ctx.state)), g.shape) if ctx.next[0] is not None else None
+        return gg, None, None
 
 
 @register

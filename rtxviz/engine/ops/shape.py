@@ -17,7 +17,7 @@ from ..errors import DeviceError, DimError, DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor
 from ..variable import as_tensor_like
-from ._base import norm_dim, norm_dims, register, tensor_method
+from ._base import constant, norm_dim, norm_dims, register, tensor_method
 from .broadcast import sum_to
 
 
@@ -619,6 +619,44 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     return apply(Stack, tuple(ts), {"dim": d})
 
 
+# -- comparisons -------------------------------------------------------------------------------------------
+_COMPARE = frozenset({"__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"})
+
+
+@register
+class Compare(Op):
+    """An elementwise comparison (bool result, no gradient), as an op so that a tracer sees where a mask comes
+    from: a graph-cache replay recomputes `x > 0` from the new x instead of reusing the captured mask."""
+
+    name = "compare"
+    rule = "no gradient (a bool result)"
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        return getattr(a, ctx.attrs["name"])(b)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:  # pragma: no cover - never recorded: its inputs are plain Tensors
+        return None, None
+
+
+_COMPARE_ATTRS = {n: {"name": n} for n in _COMPARE}
+
+
+def compare(a: Tensor, b: Any, name: str) -> Tensor:
+    """`a <op> b` for a comparison dunder `name` ("__gt__", ...): a bool Tensor that records no gradient.
+
+    >>> from rtxviz import Tensor
+    >>> compare(Tensor.from_slice([-1.0, 2.0], [2]), 0.0, "__gt__").tolist()
+    [False, True]
+    """
+    b = as_tensor_like(b, a)
+    if b.data.dtype != a.data.dtype or type(b.data) is not type(a.data):
+        return Tensor._wrap(getattr(a.data, name)(b.data))  # mixed dtypes: numpy's rules, as the operators had
+    # Plain Tensors in: the result is a Tensor (never a Variable that requires grad), and no node is recorded.
+    return apply(Compare, (Tensor._wrap(a.data), Tensor._wrap(b.data)), _COMPARE_ATTRS[name])
+
+
 # -- where / masked_fill -----------------------------------------------------------------------------------
 def _mask_array(op: str, mask: Any, like: Any) -> Any:
     dtype = getattr(mask.data if isinstance(mask, Tensor) else mask, "dtype", None)
@@ -643,7 +681,7 @@ class Where(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        zero = Tensor._wrap(xp_of(g.data).zeros((), dtype=g.data.dtype))
+        zero = constant(xp_of(g.data).zeros((), dtype=g.data.dtype))  # announced: a graph-cache replay bakes it in
         attrs = ctx.attrs
         ga = apply(Where, (g, zero), attrs) if ctx.next[0] is not None else None
         gb = apply(Where, (zero, g), attrs) if ctx.next[1] is not None else None
@@ -691,7 +729,7 @@ class MaskedFill(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        zero = Tensor._wrap(xp_of(g.data).zeros((), dtype=g.data.dtype))
+        zero = constant(xp_of(g.data).zeros((), dtype=g.data.dtype))
         return (apply(Where, (zero, g), {"cond": ctx.attrs["mask"]}),)
 
 
