@@ -21,22 +21,13 @@ from ..tensor import Tensor
 from ._base import register
 from .nn_conv import Pair, _pair, out_size, pad2d, window
 from .nn_loss import IndexArg, index_array
+from .shape import scatter_add as _scatter_add
 
 
 def _pool_geom(attrs: dict) -> tuple[Pair, Pair, Pair]:
     k = _pair(attrs["kernel_size"])
     s = attrs.get("stride")
     return k, (k if s is None else _pair(s)), _pair(attrs.get("padding", 0))
-
-
-def _scatter_add(out_flat: Any, idx: Any, values: Any) -> None:
-    """out_flat[idx] += values, with repeated indices accumulating (numpy and cupy)."""
-    if type(out_flat) is np.ndarray:
-        np.add.at(out_flat, idx, values)
-    else:  # pragma: no cover - needs a GPU
-        import cupyx  # noqa: PLC0415 - only on the cupy path
-
-        cupyx.scatter_add(out_flat, idx, values)
 
 
 # -- max pooling ---------------------------------------------------------------------------------------------------

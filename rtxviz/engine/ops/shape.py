@@ -228,7 +228,7 @@ Tensor.mT = property(_mT)
 _cupyx: Any = None
 
 
-def _scatter_add(out: Any, key: Any, values: Any) -> None:
+def scatter_add(out: Any, key: Any, values: Any) -> None:
     """out[key] += values with repeated indices accumulating (numpy add.at; cupyx.scatter_add on GPUs)."""
     global _cupyx
     if type(out) is np.ndarray:
@@ -255,7 +255,7 @@ class GetItemBackward(Op):
         if a["basic"]:
             out[a["key"]] = g  # basic indexing never picks an element twice
         else:
-            _scatter_add(out, a["key"], g)
+            scatter_add(out, a["key"], g)
         return out
 
     @staticmethod
