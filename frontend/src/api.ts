@@ -6,7 +6,9 @@ export class Api {
   token: string | null;
   constructor(private base = "") {
     const q = new URLSearchParams(location.search).get("token");
-    this.token = q ?? sessionStorage.getItem("rtxviz-token");
+    let stored: string | null = null;
+    try { stored = sessionStorage.getItem("rtxviz-token"); } catch { /* storage blocked (e.g. a file:// page) */ }
+    this.token = q ?? stored;
   }
 
   private async get(path: string): Promise<Response> {

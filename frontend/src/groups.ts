@@ -16,6 +16,8 @@ export interface VItem {
   ghost: boolean; // carried over from the previous step, not yet seen in this one
   order: number; // first appearance (placement order)
   foldRange: [number, number] | null;
+  /** A recomputed node's checkpoint item (visible id): placed beside it, inside its segment. */
+  anchor?: string | null;
 }
 
 export interface VEdge {
@@ -24,6 +26,8 @@ export interface VEdge {
   grad: Stats | null; // gradient that flowed along the edge (largest norm when edges merge)
   count: number;
   ghost: boolean;
+  /** The edge feeds a node recomputed in backward (drawn faint: the same values as in forward). */
+  recompute?: boolean;
 }
 
 export interface Visible {
@@ -241,6 +245,13 @@ export function computeVisible(g: StepGraph, choices: ViewChoices, ghost?: StepG
       if (!gh) it.ghost = false;
     }
   }
+  for (const it of items.values()) {
+    const a = it.node?.anchor;
+    if (a) {
+      const r = repOf.get(a);
+      if (r && r !== it.vid) it.anchor = r;
+    }
+  }
   const edgeMap = new Map<string, VEdge>();
   for (const { n, ghost: gh } of nodes) {
     const to = repOf.get(n.key)!;
@@ -252,10 +263,11 @@ export function computeVisible(g: StepGraph, choices: ViewChoices, ghost?: StepG
       const grad = n.inGrads ? n.inGrads[i] ?? null : null;
       let e = edgeMap.get(id);
       if (!e) {
-        e = { from, to, grad, count: 0, ghost: gh };
+        e = { from, to, grad, count: 0, ghost: gh, recompute: n.recomputed };
         edgeMap.set(id, e);
       } else if (grad && (!e.grad || worse(grad, e.grad))) e.grad = grad;
       if (!gh) e.ghost = false;
+      if (!n.recomputed) e.recompute = false;
       e.count++;
     });
   }

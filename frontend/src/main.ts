@@ -3,13 +3,17 @@ import { Api, Stream, type WsMessage } from "./api";
 import { $, clear, h } from "./dom";
 import { computeVisible, type VItem, type ViewChoices, type Visible } from "./groups";
 import { renderInspector, renderLegend, renderTeach } from "./panels";
-import { NODE_H, NODE_W, Placement, structureSig } from "./place";
-import { RunModel, type StepGraph } from "./state";
+import { Placement, expandLayout, layoutInput, structureSig } from "./place";
+import { RunModel, cacheBadgeText, type StepGraph } from "./state";
 import type { Ev, RunInfo } from "./types";
-import { GraphView } from "./view";
+import { GraphView, svgDocument } from "./view";
 import type { LayoutReply, LayoutRequest } from "./worker";
 
 const params = new URLSearchParams(location.search);
+/** Set by the self-contained HTML export (rtxviz/export/html.py): the run is in the page, there is no server. */
+const EMBEDDED = (window as unknown as { RTXVIZ_EMBEDDED?: boolean }).RTXVIZ_EMBEDDED === true;
+const LAYOUT_SLOW_MS = 400; // a layout still running after this shows its cancel button
+const LAYOUT_GIVE_UP_MS = 8000; // and is abandoned after this (the incremental placement stays)
 const LAYOUT_BUDGET = Number(params.get("layout_budget") ?? 300); // dagre only up to this many visible items
 const SPEEDS = [0.25, 1, 4, 16];
 const BASE_RATE = 12; // events per second at 1x
@@ -21,6 +25,7 @@ interface Metrics {
   firstRenderMs: number | null;
   layoutMs: number | null;
   layouts: number;
+  layoutsCancelled: number;
   drawLog: [number, number][]; // (performance.now(), last seq drawn) per frame that drew something
 }
 
@@ -55,11 +60,14 @@ class App {
   layoutId = 0;
   layoutSig = "";
   layoutStarted = 0;
+  layoutTimers: number[] = [];
+  layoutChains = new Map<string, { vid: string; row: number }[]>();
+  embeddedEvents: Ev[] = [];
   fitted = false;
   structureDirty = true;
   quietTimer: number | null = null;
   startedAt = performance.now();
-  metrics: Metrics = { drawnSeq: 0, frames: 0, latencies: [], firstRenderMs: null, layoutMs: null, layouts: 0, drawLog: [] };
+  metrics: Metrics = { drawnSeq: 0, frames: 0, latencies: [], firstRenderMs: null, layoutMs: null, layouts: 0, layoutsCancelled: 0, drawLog: [] };
 
   constructor() {
     this.view = new GraphView($("#graph-wrap"));
@@ -72,6 +80,7 @@ class App {
 
   // -- runs --------------------------------------------------------------------------------------------------
   async start(): Promise<void> {
+    if (EMBEDDED) { this.startEmbedded(); return; }
     try {
       this.runs = await this.api.runs();
     } catch (e) {
@@ -84,6 +93,28 @@ class App {
     this.lobby = new Stream(() => this.api.wsUrl("/api/ws"), (m) => this.onLobby(m), () => {}, () => 0);
   }
 
+  /** The exported page: one run, its events read from the page itself; no WebSocket, no /api. */
+  private startEmbedded(): void {
+    document.body.classList.add("embedded");
+    $("#live-btn").textContent = "latest step";
+    let data: { run?: RunInfo; events?: Ev[] };
+    try {
+      data = JSON.parse($("#rtxviz-run").textContent ?? "") as { run?: RunInfo; events?: Ev[] };
+    } catch (e) {
+      this.status(`cannot read the exported run: ${String(e)}`);
+      return;
+    }
+    const events = Array.isArray(data.events) ? data.events : [];
+    const run: RunInfo = { id: "exported", name: "exported run", ...(data.run ?? {}) };
+    run.n_events = events.length;
+    this.runs = [run];
+    this.runName = run.name || run.id;
+    this.embeddedEvents = events;
+    this.userPicked = true;
+    this.open(run.id);
+    this.status("exported run (no server)");
+  }
+
   private pickDefault(): void {
     if (this.userPicked) return;
     const live = this.runs.find((r) => r.status === "running");
@@ -92,8 +123,13 @@ class App {
   }
 
   private onLobby(m: WsMessage): void {
-    if (m.type === "hello" && m.runs) this.runs = m.runs;
-    else if (m.type === "runs") {
+    if (m.type === "hello" && m.runs) {
+      this.runs = m.runs;
+      // a run that started between the REST list and this socket's hello is only in the hello: follow it
+      this.renderRuns();
+      this.pickDefault();
+      return;
+    } else if (m.type === "runs") {
       const i = this.runs.findIndex((r) => r.id === m.run.id);
       if (i >= 0) this.runs[i] = m.run; else this.runs.unshift(m.run);
       this.runs.sort((a, b) => (b.created ?? 0) - (a.created ?? 0));
@@ -112,7 +148,7 @@ class App {
       const li = h("li", { class: `run${r.id === this.runId ? " current" : ""} status-${r.status ?? "?"}`, "data-run": r.id },
         h("span", { class: "dot" }), h("span", { class: "run-name" }, r.name || r.id),
         h("span", { class: "run-meta" }, `${r.status === "running" ? "live" : r.status ?? ""} · ${r.n_events ?? 0} events`));
-      li.addEventListener("click", () => { this.userPicked = true; this.open(r.id); });
+      if (!EMBEDDED) li.addEventListener("click", () => { this.userPicked = true; this.open(r.id); });
       ul.append(li);
     }
   }
@@ -120,7 +156,7 @@ class App {
   open(runId: string): void {
     this.stream?.close();
     this.runId = runId;
-    this.model = new RunModel(4);
+    this.model = new RunModel(EMBEDDED ? Infinity : 4); // an exported run keeps every step: nothing to fetch
     this.pending = [];
     this.place = new Placement();
     this.shown = null;
@@ -132,6 +168,13 @@ class App {
     this.live = true;
     this.setTeach(false);
     this.renderRuns();
+    if (EMBEDDED) {
+      this.replayUntil = this.embeddedEvents.reduce((m, e) => Math.max(m, e.seq ?? 0), 0);
+      $("#run-title").textContent = this.runName;
+      this.pending = this.embeddedEvents.slice();
+      this.queueFrame();
+      return;
+    }
     const u = new URL(location.href);
     u.searchParams.set("run", runId);
     history.replaceState(null, "", u.toString());
@@ -250,29 +293,72 @@ class App {
     const sig = structureSig(v);
     if (sig === this.layoutSig) return;
     this.layoutSig = sig;
-    if (this.worker && this.layoutStarted && performance.now() - this.layoutStarted > 2500) {
-      this.worker.terminate(); // a layout that takes too long is abandoned (the incremental one stays)
-      this.worker = null;
-    }
+    if (this.worker && this.layoutStarted) this.cancelLayout(""); // a newer structure replaces a running layout
     if (!this.worker) {
-      this.worker = new Worker("layout-worker.js");
+      this.worker = this.makeWorker();
+      if (!this.worker) return;
       this.worker.onmessage = (e: MessageEvent<LayoutReply>) => this.onLayout(e.data);
     }
-    const req: LayoutRequest = {
-      id: ++this.layoutId,
-      nodes: [...v.items.keys()].map((id) => ({ id, w: NODE_W, h: NODE_H })),
-      edges: v.edges.map((e) => ({ from: e.from, to: e.to })),
-    };
+    // a checkpoint node and its recomputed nodes go as one box: the segment stays together and compact
+    const input = layoutInput(v);
+    this.layoutChains = input.chains;
+    const req: LayoutRequest = { id: ++this.layoutId, nodes: input.nodes, edges: input.edges };
     this.layoutStarted = performance.now();
     this.worker.postMessage(req);
+    this.clearLayoutTimers();
+    this.layoutTimers.push(
+      window.setTimeout(() => { if (this.layoutStarted) this.showLayoutBusy(true); }, LAYOUT_SLOW_MS),
+      window.setTimeout(() => { if (this.layoutStarted) this.cancelLayout("layout took too long: kept the incremental placement"); }, LAYOUT_GIVE_UP_MS),
+    );
+  }
+
+  private makeWorker(): Worker | null {
+    try {
+      if (!EMBEDDED) return new Worker("layout-worker.js");
+      // the exported page loads no file: the worker's source is inlined in the page (rtxviz/export/html.py)
+      const assets = JSON.parse(document.getElementById("rtxviz-assets")?.textContent ?? "{}") as Record<string, string>;
+      const src = assets["layout-worker.js"];
+      if (!src) return null;
+      return new Worker(URL.createObjectURL(new Blob([src], { type: "text/javascript" })));
+    } catch (e) {
+      this.status(`no layout worker (${String(e)}): incremental placement only`);
+      return null;
+    }
+  }
+
+  private clearLayoutTimers(): void {
+    for (const t of this.layoutTimers) clearTimeout(t);
+    this.layoutTimers = [];
+  }
+
+  private showLayoutBusy(on: boolean): void {
+    $("#layout-busy").hidden = !on;
+  }
+
+  /** Stop a running layout (the cancel button, a timeout, or a newer request): the worker is terminated, the
+   * incremental placement stays; the same structure is not laid out again unless it changes. */
+  cancelLayout(why: string): void {
+    this.clearLayoutTimers();
+    this.showLayoutBusy(false);
+    if (!this.layoutStarted) return;
+    this.layoutStarted = 0;
+    this.layoutId++;
+    this.worker?.terminate();
+    this.worker = null;
+    this.metrics.layoutsCancelled++;
+    if (why) this.status(why);
   }
 
   private onLayout(r: LayoutReply): void {
+    if (r.id !== this.layoutId) return;
     this.layoutStarted = 0;
+    this.clearLayoutTimers();
+    this.showLayoutBusy(false);
     if (r.id !== this.layoutId || !r.ok || !r.pos) return;
     this.metrics.layoutMs = r.ms;
     this.metrics.layouts++;
-    this.place.adopt(r.pos);
+    document.body.dataset.layouts = String(this.metrics.layouts); // for tests and benchmarks: a full layout landed
+    this.place.adopt(expandLayout(r.pos, this.layoutChains));
     if (this.visible && this.shown) {
       this.view.render(this.visible, this.place, this.shown);
       if (this.metrics.layouts === 1) this.view.fit(this.place.bounds(this.visible));
@@ -296,7 +382,7 @@ class App {
     badge.dataset.state = last ?? "none";
     const gb = $("#graph-badge");
     gb.hidden = last !== "hit" && last !== "miss";
-    gb.textContent = last === "hit" ? "↻ graph cache hit: this step replayed the cached graph" : "● graph cache miss: graph recorded";
+    gb.textContent = cacheBadgeText(this.live ? model.lastCache : null, last, g.step);
     gb.dataset.state = last ?? "none";
     $("#cache-counters").textContent = `hits ${t.hits} · misses ${t.misses} · evictions ${t.evictions}`;
     const al = $("#alerts");
@@ -436,6 +522,16 @@ class App {
     this.draw();
   }
 
+  /** The shown graph as a standalone SVG file (download). */
+  exportSvg(): void {
+    if (!this.visible) return;
+    const text = svgDocument(this.view.svg, this.place.bounds(this.visible), `${this.model?.name || this.runName} · step ${this.shown?.step ?? "—"}`);
+    const a = h("a", { href: URL.createObjectURL(new Blob([text], { type: "image/svg+xml" })), download: `rtxviz-step-${this.shown?.step ?? "graph"}.svg` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  }
+
   status(text: string): void {
     $("#conn").textContent = text;
   }
@@ -455,6 +551,8 @@ class App {
     $("#fit-btn").addEventListener("click", () => this.visible && this.view.fit(this.place.bounds(this.visible)));
     $("#collapse-btn").addEventListener("click", () => this.collapseAll());
     $("#expand-btn").addEventListener("click", () => this.expandAll());
+    $("#svg-btn").addEventListener("click", () => this.exportSvg());
+    $("#layout-cancel").addEventListener("click", () => this.cancelLayout("layout cancelled: kept the incremental placement"));
     const budget = $("#budget") as HTMLSelectElement;
     for (const b of [100, 300, 1000, 5000]) budget.append(h("option", { value: String(b) }, `${b}`));
     budget.value = String(this.choices.budget);
@@ -476,7 +574,10 @@ class App {
     if (value === "live" || !this.model || !this.runId) { this.goLive(); return; }
     const step = Number(value);
     let key = String(step);
-    if (!this.model.record(key)) key = this.model.loadStep(step, await this.api.stepEvents(this.runId, step));
+    if (!this.model.record(key)) {
+      const evs = EMBEDDED ? this.embeddedEvents.filter((e) => e.step === step) : await this.api.stepEvents(this.runId, step);
+      key = this.model.loadStep(step, evs);
+    }
     this.live = false;
     this.shownKey = key;
     const rec = this.model.record(key)!;

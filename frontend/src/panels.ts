@@ -29,10 +29,13 @@ export function statsBlock(s: Stats | null | undefined, title: string, cls: stri
     box.append(h("div", { class: "muted" }, "not computed yet"));
     return box;
   }
+  // null means NaN/Inf only when the tensor has some; otherwise the emitter did not send that number
+  const bad = (s.nan ?? 0) + (s.inf ?? 0) > 0;
+  const f = (v: number | null | undefined): string => (v === null || v === undefined) && !bad ? "—" : fmt(v);
   box.append(
-    row("norm", fmt(s.norm), "norm"),
-    row("min / max", `${fmt(s.min)} / ${fmt(s.max)}`),
-    row("mean", fmt(s.mean)),
+    row("norm", f(s.norm), "norm"),
+    row("min / max", `${f(s.min)} / ${f(s.max)}`),
+    row("mean", f(s.mean)),
   );
   if ((s.nan ?? 0) || (s.inf ?? 0)) box.append(row("NaN / Inf", `${s.nan ?? 0} / ${s.inf ?? 0}`, "bad"));
   const cl = gradClass(s);
@@ -44,7 +47,8 @@ export function statsBlock(s: Stats | null | undefined, title: string, cls: stri
 }
 
 function nodeTitle(n: GNode): string {
-  return n.kind === "op" ? n.op : `${n.name ?? "(unnamed)"} · ${n.kind}`;
+  if (n.kind === "op") return n.recomputed ? `↻ ${n.op} (recomputed)` : n.op;
+  return `${n.name ?? "(unnamed)"} · ${n.kind}`;
 }
 
 export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGraph | null, onToggle: (it: VItem) => void,
@@ -76,7 +80,14 @@ export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGr
   el.append(row("shape", shapeText(n.shape), "shape"), row("dtype", n.dtype), row("device", n.device));
   el.append(row("module", n.module ?? (n.group ?? "—")));
   if (n.kind === "op") el.append(row("saved for backward", bytes(n.savedBytes)));
-  if (n.segment) el.append(row("checkpoint", `segment #${n.segment}${n.recomputed ? " (recomputed in backward)" : ""}`));
+  if (n.segment) {
+    el.append(row("checkpoint", n.recomputed ? `segment #${n.segment}: recomputed in backward` :
+      `segment #${n.segment}: its activations are dropped in forward and recomputed in backward`, "checkpoint"));
+  }
+  if (n.recomputed) {
+    el.append(h("p", { class: "muted rc-note" }, `This ${n.op} ran again during backward: the checkpoint kept only the ` +
+      "segment's input, so backward re-ran the segment's forward to get the values its gradient rules need."));
+  }
   if (n.attrs && Object.keys(n.attrs).length) el.append(row("attrs", JSON.stringify(n.attrs).slice(0, 300)));
   if (n.anomaly) el.append(h("div", { class: "flag nonfinite" }, `${n.origin ? "first NaN/Inf here: " : ""}${n.anomaly}`));
   if (n.inputs.length && graph) {
@@ -116,6 +127,10 @@ export function renderLegend(el: HTMLElement): void {
   el.append(h("div", { class: "legend-items kinds" },
     sw("k-param", "#dbeafe", "parameter"), sw("k-input", "#dcfce7", "input"), sw("k-const", "#f1f5f9", "constant"),
     sw("k-op", "#ffffff", "op"), sw("k-output", "#ffedd5", "output / loss"), sw("k-group", "#ede9fe", "group (double-click)")));
+  el.append(h("div", { class: "legend-items checkpoint" },
+    sw("k-segment", "#fde68a", "checkpoint segment (activations dropped in forward)"),
+    sw("k-recompute", "#fef9c3", "↻ op recomputed in backward"),
+    sw("k-recomputed-seg", "#bbf7d0", "segment recomputed")));
 }
 
 /** Teaching mode: one backward node, its rule, the gradient it received and what it sent to each input. */

@@ -28,6 +28,8 @@ export interface GNode {
   gradOrder: number; // position in the backward pass (-1: none yet)
   segment: number | null; // checkpoint segment ordinal (within the step)
   recomputed: boolean;
+  /** For a recomputed node: the key of its segment's checkpoint node (drawn next to it, inside the segment). */
+  anchor: string | null;
   isRoot: boolean; // a backward root (the loss)
   anomaly: string | null;
   origin: boolean; // the first NaN/Inf producer
@@ -49,6 +51,15 @@ export interface CacheCounters {
   misses: number;
   evictions: number;
   last: "hit" | "miss" | "evict" | null;
+}
+
+/** The last graph-cache event: which function, which step (null: outside training steps, e.g. evaluation). */
+export interface CacheEvent {
+  action: "hit" | "miss" | "evict";
+  fn: string | null;
+  key: string | null;
+  ops: number | null;
+  step: number | null;
 }
 
 export interface AnomalyInfo {
@@ -114,6 +125,10 @@ export class StepGraph {
   private segById = new Map<number, Segment>();
   private forwardSeg: Segment | null = null;
   private recomputeSeg: Segment | null = null;
+  /** Unnamed leaves seen while recomputing (the detached copies of the segment's inputs), in order. */
+  private recomputeLeaves = 0;
+  /** Nesting of backward passes: a checkpoint's recomputation runs its own backward inside the outer one. */
+  private backwardDepth = 0;
 
   constructor(step: number | null, private leaves: LeafTable) {
     this.step = step;
@@ -138,7 +153,10 @@ export class StepGraph {
         return true;
       }
       case "backward_begin": {
+        this.backwardDepth++;
         this.backward = "running";
+        // the inner backward of a recomputed segment has the segment's output as root, not the loss
+        if (this.recomputeSeg || this.backwardDepth > 1) return true;
         for (const r of arr<Ref>(ev.roots) ?? []) {
           const k = this.refKey(r);
           const n = k ? this.nodes.get(k) : undefined;
@@ -147,7 +165,8 @@ export class StepGraph {
         return true;
       }
       case "backward_end":
-        this.backward = "done";
+        this.backwardDepth = Math.max(0, this.backwardDepth - 1);
+        if (this.backwardDepth === 0) this.backward = "done";
         return true;
       case "checkpoint":
         return this.checkpoint(ev);
@@ -193,6 +212,13 @@ export class StepGraph {
     if (known) return known;
     const info = this.leaves.get(leafId);
     const name = info?.name ?? null;
+    const alias = this.recomputeAlias(info, name);
+    if (alias) {
+      // the recomputation starts from a detached copy of the segment's input: draw it as that input, not as a
+      // new leaf (it holds the same values)
+      this.byLeafId.set(leafId, alias);
+      return alias;
+    }
     const param = !!info && (info.param || (info.requiresGrad && name !== null));
     const kind: NodeKind = param ? "param" : info && info.requiresGrad ? "input" : name ? "input" : "const";
     // named leaves keep their name as key across steps; unnamed ones are keyed by where they are used
@@ -204,11 +230,23 @@ export class StepGraph {
       key, kind, id: leafId, op: kind, name, inputs: [], shape: info?.shape ?? [], dtype: info?.dtype ?? "?",
       device: info?.device ?? "?", module: null, group, rule: null, attrs: null, savedBytes: null,
       values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null,
-      gradOrder: -1, segment: null, recomputed: false, isRoot: false, anomaly: null, origin: false, seq: -1,
+      gradOrder: -1, segment: null, recomputed: false, anchor: null, isRoot: false, anomaly: null, origin: false, seq: -1,
     };
     this.byLeafId.set(leafId, key);
     this.nodes.set(key, n);
     return key;
+  }
+
+  /** While recomputing, the k-th unnamed leaf that needs grad is the copy of the segment's k-th non-parameter
+   * input (the checkpoint node's inputs, parameters left out). */
+  private recomputeAlias(info: LeafInfo | undefined, name: string | null): string | null {
+    const rc = this.recomputeSeg;
+    if (!rc || !rc.nodeKey || name !== null || (info && (info.param || !info.requiresGrad))) return null;
+    const ck = this.nodes.get(rc.nodeKey);
+    if (!ck) return null;
+    const data = ck.inputs.filter((k) => k && this.nodes.get(k)?.kind !== "param");
+    const k = this.recomputeLeaves++;
+    return data[k] ?? null;
   }
 
   private addNode(ev: Ev): void {
@@ -232,12 +270,15 @@ export class StepGraph {
       segment = this.forwardSeg.ordinal;
       this.forwardSeg.nodeKey = key;
     }
+    // recomputed nodes are grouped with their checkpoint node, so they collapse and lay out with it
+    const anchor = rc ? rc.nodeKey : null;
+    const group = rc && anchor ? this.nodes.get(anchor)?.group ?? null : module;
     const n: GNode = {
       key, kind: "op", id, op, name: null, inputs, shape: arr<number>(ev.shape) ?? [], dtype: str(ev.dtype) ?? "?",
-      device: str(ev.device) ?? "?", module, group: module, rule: str(ev.rule), attrs:
+      device: str(ev.device) ?? "?", module, group, rule: str(ev.rule), attrs:
         (ev.attrs && typeof ev.attrs === "object" ? ev.attrs : null) as Record<string, unknown> | null,
       savedBytes: num(ev.saved_bytes), values: arr<number | null>(ev.values), requiresGrad: true, grad: null,
-      inGrads: null, gradOrder: -1, segment, recomputed: !!rc, isRoot: false, anomaly: null, origin: false,
+      inGrads: null, gradOrder: -1, segment, recomputed: !!rc, anchor, isRoot: false, anomaly: null, origin: false,
       seq: num(ev.seq) ?? -1,
     };
     this.byNodeId.set(id, key);
@@ -279,6 +320,7 @@ export class StepGraph {
     } else if (phase === "recompute_begin") {
       seg.state = "recomputing";
       this.recomputeSeg = seg;
+      this.recomputeLeaves = 0;
     } else if (phase === "recompute_end") {
       seg.state = "recomputed";
       if (this.recomputeSeg === seg) this.recomputeSeg = null;
@@ -319,6 +361,7 @@ export class RunModel {
   /** Every step number seen (small: numbers only), for the step picker. */
   readonly allSteps: (number | null)[] = [];
   readonly totals: CacheCounters = { hits: 0, misses: 0, evictions: 0, last: null };
+  lastCache: CacheEvent | null = null;
   lastSeq = 0;
   eventCount = 0;
   dropped = 0;
@@ -352,6 +395,7 @@ export class RunModel {
       else if (c === "miss") this.totals.misses++;
       else this.totals.evictions++;
       this.totals.last = c;
+      this.lastCache = { action: c, fn: str(ev.fn), key: str(ev.key), ops: num(ev.ops), step: typeof ev.step === "number" ? ev.step : null };
     }
     const key = stepKey(ev.step);
     let rec = this.steps.get(key);
@@ -411,4 +455,16 @@ export class RunModel {
     this.steps.set(key, rec);
     return key;
   }
+}
+
+/** The banner over the graph after a graph-cache event: what was cached and where (an evaluation under no_grad
+ * runs outside the training steps, so its hit is not "this step"). */
+export function cacheBadgeText(ev: CacheEvent | null, last: string | null, shownStep: number | null): string {
+  const fn = ev ? (ev.fn ?? ev.key ?? "").split("(")[0].split(".").pop() || "a function" : null;
+  const where = ev && ev.step !== null && ev.step === shownStep ? "in this step" : ev && ev.step !== null ? `in step ${ev.step}` : "outside the training steps";
+  const ops = ev?.ops ? `, ${ev.ops} ops` : "";
+  if (last === "hit") return fn ? `↻ graph cache hit: ${fn}() replayed its cached graph${ops} ${where}, nothing re-recorded` :
+    "↻ graph cache hit: the cached graph was replayed";
+  if (last === "miss") return fn ? `● graph cache miss: ${fn}() ran and its graph was recorded ${where}` : "● graph cache miss: graph recorded";
+  return "";
 }

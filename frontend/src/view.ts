@@ -3,8 +3,8 @@
 import { gradClass, gradColor, gradWidth, fmt } from "./colors";
 import { s } from "./dom";
 import type { VEdge, VItem, Visible } from "./groups";
-import { NODE_H, NODE_W, type Placement, type Pos } from "./place";
-import type { Segment, StepGraph } from "./state";
+import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
+import type { GNode, Segment, StepGraph } from "./state";
 import type { Stats } from "./types";
 
 interface NodeEl extends SVGGElement { _sig?: string; _pos?: string }
@@ -43,9 +43,11 @@ export class GraphView {
   private segLayer: SVGGElement;
   private edgeLayer: SVGGElement;
   private nodeLayer: SVGGElement;
+  private segLabelLayer: SVGGElement;
   private nodes = new Map<string, NodeEl>();
   private edges = new Map<string, EdgeEl>();
   private segs = new Map<number, SVGGElement>();
+  private segLabels = new Map<number, SVGTextElement>();
   tx = 40;
   ty = 40;
   k = 1;
@@ -65,7 +67,8 @@ export class GraphView {
     this.segLayer = s("g", { class: "segments" });
     this.edgeLayer = s("g", { class: "edges" });
     this.nodeLayer = s("g", { class: "nodes" });
-    this.viewport.append(this.segLayer, this.edgeLayer, this.nodeLayer);
+    this.segLabelLayer = s("g", { class: "segment-labels" }); // above edges, so edges never hide a label
+    this.viewport.append(this.segLayer, this.edgeLayer, this.nodeLayer, this.segLabelLayer);
     this.svg.append(defs, this.viewport);
     container.append(this.svg);
     this.applyTransform();
@@ -161,7 +164,7 @@ export class GraphView {
     if (n?.segment) flags.push("checkpointed");
     const cls = `vnode kind-${kind} grad-${gc}${it.ghost ? " ghost" : ""}${this.selected === it.vid ? " selected" : ""}` +
       `${this.focus === it.vid ? " focus" : ""}${flags.map((f) => " " + f).join("")}`;
-    const title = n ? (n.kind === "op" ? n.op : n.name ?? n.kind) : it.label;
+    const title = n ? nodeTitle(n) : it.label;
     const sub = n ? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
     const badge = gc === "nonfinite" ? "NaN/Inf" : gc === "vanishing" ? "vanishing" : gc === "exploding" ? "exploding" :
       gc === "zero" ? "grad 0" : gc === "none" ? "" : `‖g‖ ${fmt(grad!.norm, 2)}`;
@@ -194,12 +197,15 @@ export class GraphView {
       "stroke-dasharray": gc === "none" ? "5 4" : null,
     }));
     if (it.type !== "node") el.append(s("rect", { class: "stack", x: 4, y: -4, width: NODE_W, height: NODE_H, rx: 6 }));
-    const t1 = s("text", { class: "l1", x: NODE_W / 2, y: 17 }, clip(title, 22));
+    if (n?.recomputed) el.append(s("rect", { class: "rc-ring", x: -4, y: -4, width: NODE_W + 8, height: NODE_H + 8, rx: 9 }));
+    const t1 = s("text", { class: "l1", x: NODE_W / 2, y: 17 }, n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21));
     const t2 = s("text", { class: "l2", x: NODE_W / 2, y: 33 }, clip(sub, 26));
-    el.append(t1, t2, s("title", {}, `${title} ${sub}`));
+    const tip = n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`;
+    el.append(t1, t2, s("title", {}, tip));
     if (badge) {
-      el.append(s("rect", { class: `badge badge-${gc}`, x: NODE_W - 62, y: -9, width: 66, height: 15, rx: 7, fill: gc === "ok" ? colour : null }));
-      el.append(s("text", { class: `badge-text badge-${gc}`, x: NODE_W - 29, y: 2 }, badge));
+      // above the node's top edge, so it never sits on the title
+      el.append(s("rect", { class: `badge badge-${gc}`, x: NODE_W - 66, y: -15, width: 70, height: 14, rx: 7, fill: gc === "ok" ? colour : null }));
+      el.append(s("text", { class: `badge-text badge-${gc}`, x: NODE_W - 31, y: -4.5 }, badge));
     }
     if (it.type !== "node" && it.count) {
       el.append(s("text", { class: "grad-count", x: 6, y: NODE_H + 12 }, computed ? `${computed}/${it.count} grads` : ""));
@@ -213,7 +219,8 @@ export class GraphView {
     const x1 = a.x, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y - NODE_H / 2 - 2;
     const dy = Math.max(20, (y2 - y1) / 2);
     const d = `M${x1},${y1} C${x1},${y1 + dy} ${x2},${y2 - dy} ${x2},${y2}`;
-    const sig = `${d}|${colour}|${w}|${gc}|${e.ghost}`;
+    const rc = !!e.recompute;
+    const sig = `${d}|${colour}|${w}|${gc}|${e.ghost}|${rc}`;
     let el = this.edges.get(id);
     if (!el) {
       el = s("path", { "marker-end": "url(#arrow)" }) as EdgeEl;
@@ -225,7 +232,7 @@ export class GraphView {
     if (el._sig === sig) return;
     el._sig = sig;
     el.setAttribute("d", d);
-    el.setAttribute("class", `edge grad-${gc}${e.ghost ? " ghost" : ""}`);
+    el.setAttribute("class", `edge grad-${gc}${e.ghost ? " ghost" : ""}${rc ? " recompute" : ""}`);
     el.setAttribute("stroke", colour);
     el.setAttribute("stroke-width", w.toFixed(2));
     if (gc === "none") el.setAttribute("stroke-dasharray", "4 4"); else el.removeAttribute("stroke-dasharray");
@@ -233,42 +240,42 @@ export class GraphView {
   }
 
   private drawSegments(v: Visible, place: Placement, graph: StepGraph | null): void {
-    const segs: Segment[] = graph ? graph.segments : [];
-    const boxes = new Map<number, { x0: number; y0: number; x1: number; y1: number }>();
-    for (const it of v.items.values()) {
-      const p = place.pos.get(it.vid);
-      if (!p) continue;
-      const ords = new Set<number>();
-      if (it.node?.segment) ords.add(it.node.segment);
-      for (const m of it.members) if (m.segment) ords.add(m.segment);
-      for (const o of ords) {
-        const b = boxes.get(o) ?? { x0: Infinity, y0: Infinity, x1: -Infinity, y1: -Infinity };
-        b.x0 = Math.min(b.x0, p.x - NODE_W / 2 - 14); b.x1 = Math.max(b.x1, p.x + NODE_W / 2 + 14);
-        b.y0 = Math.min(b.y0, p.y - NODE_H / 2 - 22); b.y1 = Math.max(b.y1, p.y + NODE_H / 2 + 12);
-        boxes.set(o, b);
-      }
-    }
+    const segs = new Map<number, Segment>();
+    for (const seg of graph ? graph.segments : []) segs.set(seg.ordinal, seg);
     const keep = new Set<number>();
-    for (const seg of segs) {
-      const b = boxes.get(seg.ordinal);
-      if (!b) continue;
-      keep.add(seg.ordinal);
-      let el = this.segs.get(seg.ordinal);
+    for (const r of segmentRegions(v, place.pos)) {
+      const seg = segs.get(r.ordinal);
+      if (!seg) continue;
+      keep.add(r.ordinal);
+      let el = this.segs.get(r.ordinal);
       if (!el) {
         el = s("g", {});
         this.segLayer.append(el);
-        this.segs.set(seg.ordinal, el);
+        this.segs.set(r.ordinal, el);
       }
-      el.setAttribute("class", `segment state-${seg.state}`);
-      el.dataset.segment = String(seg.ordinal);
+      const boxed = r.rects.length === 1;
+      el.setAttribute("class", `segment state-${seg.state}${boxed ? " boxed" : " pieces"}`);
+      el.dataset.segment = String(r.ordinal);
       el.dataset.state = seg.state;
+      el.dataset.members = r.members.join("\n");
       while (el.firstChild) el.removeChild(el.firstChild);
-      const label = seg.state === "recomputing" ? "recomputing in backward…" : seg.state === "recomputed" ? "recomputed ✓" :
-        seg.state === "forward" ? "running (activations not kept)" : `activations dropped, ${seg.ops} ops to recompute`;
-      el.append(s("rect", { x: b.x0, y: b.y0, width: b.x1 - b.x0, height: b.y1 - b.y0, rx: 12 }));
-      el.append(s("text", { x: b.x0 + 10, y: b.y0 + 14 }, `checkpoint #${seg.ordinal} (${seg.name}): ${label}`));
+      const shade = s("g", { class: "shade" });
+      for (const b of r.rects) shade.append(s("rect", { x: b.x0, y: b.y0, width: b.x1 - b.x0, height: b.y1 - b.y0, rx: 12 }));
+      el.append(shade);
+      let lab = this.segLabels.get(r.ordinal);
+      if (!lab) {
+        lab = s("text", { class: "segment-label" });
+        this.segLabelLayer.append(lab);
+        this.segLabels.set(r.ordinal, lab);
+      }
+      lab.setAttribute("x", String(r.label.x));
+      lab.setAttribute("y", String(r.label.y));
+      lab.dataset.segment = String(r.ordinal);
+      lab.setAttribute("class", `segment-label state-${seg.state}`);
+      lab.textContent = `checkpoint #${seg.ordinal} · ${seg.name} · ${segmentLabel(seg)}`;
     }
     for (const [o, el] of this.segs) if (!keep.has(o)) { el.remove(); this.segs.delete(o); }
+    for (const [o, el] of this.segLabels) if (!keep.has(o)) { el.remove(); this.segLabels.delete(o); }
   }
 
   nodeCount(): number {
@@ -276,6 +283,59 @@ export class GraphView {
   }
 }
 
+/** What a segment's shading says about it, by state. */
+export function segmentLabel(seg: Segment): string {
+  switch (seg.state) {
+    case "forward": return "running, activations not kept";
+    case "saved": return `activations dropped (${seg.ops} ops)`;
+    case "recomputing": return "↻ recomputing…";
+    default: return `↻ recomputed (${seg.ops} ops)`;
+  }
+}
+
+/** A node's first label line: op name (↻ marks a recomputation), a leaf's name, or what an unnamed leaf is. */
+export function nodeTitle(n: GNode): string {
+  if (n.kind === "op") return n.recomputed ? `↻ ${n.op}` : n.op;
+  if (n.name) return n.name.startsWith("model.") ? n.name.slice(6) : n.name;
+  return n.kind === "const" ? "data / constant" : n.kind;
+}
+
+/** Keep the end of a long dotted name ("…blocks.1.0.weight"): the end says what it is. */
+function clipLeft(t: string, n: number): string {
+  return t.length > n ? "…" + t.slice(t.length - n + 1) : t;
+}
+
 function clip(t: string, n: number): string {
   return t.length > n ? t.slice(0, n - 1) + "…" : t;
+}
+
+/** The graph as shown, as a standalone SVG document: the whole visible graph (not just the part in view), its
+ * styles inlined (the page's stylesheet rules for the graph), labels shown whatever the zoom. */
+export function svgDocument(svg: SVGSVGElement, b: { x0: number; y0: number; x1: number; y1: number }, title: string): string {
+  const clone = svg.cloneNode(true) as SVGSVGElement;
+  const pad = 30;
+  const x0 = b.x0 - pad, y0 = b.y0 - pad - 30, w = b.x1 - b.x0 + 2 * pad, hh = b.y1 - b.y0 + 2 * pad + 30;
+  clone.setAttribute("xmlns", "http://www.w3.org/2000/svg");
+  clone.setAttribute("viewBox", `${x0} ${y0} ${w} ${hh}`);
+  clone.setAttribute("width", String(Math.round(w)));
+  clone.setAttribute("height", String(Math.round(hh)));
+  clone.classList.remove("far", "panning");
+  clone.removeAttribute("id");
+  clone.querySelector("#viewport")?.removeAttribute("transform");
+  const css: string[] = ["svg { font-family: system-ui, sans-serif; background: #fff; }"];
+  for (const sheet of Array.from(document.styleSheets)) {
+    let rules: CSSRuleList;
+    try { rules = sheet.cssRules; } catch { continue; }
+    for (const r of Array.from(rules)) {
+      const sel = (r as CSSStyleRule).selectorText;
+      if (sel && /vnode|segment|edge|badge|rc-ring/.test(sel) && !/\.far\b/.test(sel)) css.push(r.cssText);
+    }
+  }
+  const style = document.createElementNS("http://www.w3.org/2000/svg", "style");
+  style.textContent = css.join("\n").replace(/svg#graph/g, "svg");
+  clone.insertBefore(style, clone.firstChild);
+  const t = document.createElementNS("http://www.w3.org/2000/svg", "title");
+  t.textContent = title;
+  clone.insertBefore(t, clone.firstChild);
+  return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(clone);
 }

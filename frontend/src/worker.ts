@@ -1,5 +1,6 @@
 // The layout worker: runs dagre (a layered DAG layout) on the visible graph, off the main thread. The page only
-// sends graphs within its layout budget; anything larger keeps the incremental placement.
+// sends graphs within its layout budget; anything larger keeps the incremental placement. A checkpoint node with
+// its recomputed nodes arrives as one larger box (place.ts layoutInput), so the segment stays together.
 import * as dagre from "@dagrejs/dagre";
 
 export interface LayoutRequest {
@@ -16,26 +17,33 @@ export interface LayoutReply {
   error?: string;
 }
 
-self.onmessage = (msg: MessageEvent<LayoutRequest>) => {
-  const req = msg.data;
-  const t0 = performance.now();
-  try {
-    const g = new dagre.graphlib.Graph();
-    g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 40, marginx: 0, marginy: 0 });
-    g.setDefaultEdgeLabel(() => ({}));
-    for (const n of req.nodes) g.setNode(n.id, { width: n.w, height: n.h });
-    for (const e of req.edges) if (g.hasNode(e.from) && g.hasNode(e.to)) g.setEdge(e.from, e.to);
-    dagre.layout(g);
-    const pos: Record<string, { x: number; y: number }> = {};
-    for (const id of g.nodes()) {
-      const n = g.node(id);
-      pos[id] = { x: Math.round(n.x), y: Math.round(n.y) };
-    }
-    const reply: LayoutReply = { id: req.id, ok: true, ms: performance.now() - t0, pos };
-    (self as unknown as Worker).postMessage(reply);
-  } catch (err) {
-    // dagre recurses: a deep chain can overflow the stack; the page keeps its incremental placement then
-    const reply: LayoutReply = { id: req.id, ok: false, ms: performance.now() - t0, error: String(err) };
-    (self as unknown as Worker).postMessage(reply);
+/** Lay out `req` with dagre; positions are node centres. Pure (no worker globals), so it is unit-tested. */
+export function layoutGraph(req: LayoutRequest): Record<string, { x: number; y: number }> {
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 48, marginx: 0, marginy: 0 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const n of req.nodes) g.setNode(n.id, { width: n.w, height: n.h });
+  for (const e of req.edges) if (g.hasNode(e.from) && g.hasNode(e.to)) g.setEdge(e.from, e.to);
+  dagre.layout(g);
+  const pos: Record<string, { x: number; y: number }> = {};
+  for (const n of req.nodes) {
+    const p = g.node(n.id);
+    pos[n.id] = { x: Math.round(p.x), y: Math.round(p.y) };
   }
-};
+  return pos;
+}
+
+if (typeof self !== "undefined" && typeof (self as { importScripts?: unknown }).importScripts === "function") {
+  self.onmessage = (msg: MessageEvent<LayoutRequest>) => {
+    const req = msg.data;
+    const t0 = performance.now();
+    let reply: LayoutReply;
+    try {
+      reply = { id: req.id, ok: true, ms: performance.now() - t0, pos: layoutGraph(req) };
+    } catch (err) {
+      // dagre recurses: a deep chain can overflow the stack; the page keeps its incremental placement then
+      reply = { id: req.id, ok: false, ms: performance.now() - t0, error: String(err) };
+    }
+    (self as unknown as Worker).postMessage(reply);
+  };
+}

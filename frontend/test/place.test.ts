@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { computeVisible } from "../src/groups";
-import { COL, Placement, ROW } from "../src/place";
+import { COL, NODE_H, NODE_W, Placement, RC_DX, RC_ROW, ROW, expandLayout, layoutInput, segmentRegions } from "../src/place";
+import { layoutGraph } from "../src/worker";
 import { StepGraph } from "../src/state";
 import type { Ev } from "../src/types";
 import { gradClass, gradColor, gradWidth, rampColor } from "../src/colors";
@@ -79,4 +80,65 @@ test("gradient classes and colours", () => {
   assert.equal(gradColor(st(1e3)), "rgb(253, 231, 37)");
   assert.ok(gradWidth(st(10)) > gradWidth(st(1e-5)));
   assert.notEqual(gradColor(null), gradColor(st(0)));
+});
+
+/** A checkpointed step: a -> checkpoint -> out, and in backward the segment recomputed as r1 -> r2 (from a). */
+function checkpointed(extraBeside = false): StepGraph {
+  const g = new StepGraph(0, new Map());
+  g.apply(node(1, "a", []));
+  g.apply({ v: 1, kind: "checkpoint", t: 0, step: 0, phase: "begin", segment: 3, name: "blk" });
+  g.apply(node(2, "checkpoint", [{ node: 1 }]));
+  g.apply({ v: 1, kind: "checkpoint", t: 0, step: 0, phase: "end", segment: 3, ops: 2 });
+  g.apply(node(3, "out", [{ node: 2 }]));
+  if (extraBeside) g.apply(node(9, "side", [{ node: 1 }])); // lands right of the checkpoint node
+  g.apply({ v: 1, kind: "checkpoint", t: 0, step: 0, phase: "recompute_begin", segment: 3 });
+  g.apply(node(4, "r1", [{ node: 1 }]));
+  g.apply(node(5, "r2", [{ node: 4 }]));
+  g.apply({ v: 1, kind: "checkpoint", t: 0, step: 0, phase: "recompute_end", segment: 3 });
+  return g;
+}
+
+test("recomputed nodes are placed beside their checkpoint node, a chain going down", () => {
+  const v = computeVisible(checkpointed(), all);
+  const p = new Placement();
+  p.place(v);
+  const ck = p.pos.get("|checkpoint|1")!, r1 = p.pos.get("rc1:|r1|1")!, r2 = p.pos.get("rc1:|r2|1")!;
+  assert.equal(r1.y, ck.y); // beside it, not in a row of its own below the forward graph
+  assert.ok(r1.x > ck.x);
+  assert.equal(r2.x, r1.x);
+  assert.equal(r2.y, r1.y + ROW);
+  const regs = segmentRegions(v, p.pos);
+  assert.equal(regs.length, 1);
+  assert.deepEqual(regs[0].members.sort(), ["rc1:|r1|1", "rc1:|r2|1", "|checkpoint|1"]);
+});
+
+test("segment shading never covers a node outside the segment", () => {
+  const v = computeVisible(checkpointed(true), all);
+  const p = new Placement();
+  p.place(v);
+  // the out node sits under the checkpoint node, inside the members' bounding box: one rect per member then
+  const regs = segmentRegions(v, p.pos);
+  const rects = regs[0].rects;
+  assert.equal(rects.length, 3);
+  for (const [vid, q] of p.pos) {
+    if (regs[0].members.includes(vid)) continue;
+    const n = { x0: q.x - NODE_W / 2, y0: q.y - NODE_H / 2, x1: q.x + NODE_W / 2, y1: q.y + NODE_H / 2 };
+    for (const r of rects) assert.ok(!(n.x0 < r.x1 && r.x0 < n.x1 && n.y0 < r.y1 && r.y0 < n.y1), `${vid} is covered`);
+  }
+});
+
+test("full layout: a segment goes to dagre as one box and comes back as node + recomputed column", () => {
+  const v = computeVisible(checkpointed(true), all);
+  const inp = layoutInput(v);
+  const ids = inp.nodes.map((n) => n.id).sort();
+  assert.deepEqual(ids, ["|a|1", "|checkpoint|1", "|out|1", "|side|1"]);
+  const box = inp.nodes.find((n) => n.id === "|checkpoint|1")!;
+  assert.deepEqual([box.w, box.h], [RC_DX + NODE_W, NODE_H + RC_ROW]);
+  assert.ok(inp.edges.every((e) => e.from !== e.to));
+  const pos = expandLayout(layoutGraph({ id: 1, ...inp }), inp.chains);
+  const ck = pos["|checkpoint|1"], r1 = pos["rc1:|r1|1"], r2 = pos["rc1:|r2|1"];
+  assert.deepEqual([r1.x - ck.x, r1.y - ck.y, r2.x - r1.x, r2.y - r1.y], [RC_DX, 0, 0, RC_ROW]);
+  // dagre kept every other node out of the segment: its shading is a single box
+  const regs = segmentRegions(v, new Map(Object.entries(pos)));
+  assert.equal(regs[0].rects.length, 1);
 });

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { RunModel, StepGraph, cacheKind } from "../src/state";
+import { RunModel, StepGraph, cacheBadgeText, cacheKind } from "../src/state";
 import type { Ev } from "../src/types";
 
 const ev = (kind: string, fields: Record<string, unknown> = {}, step: number | null = 0): Ev => ({ v: 1, kind, t: 0, step, ...fields });
@@ -96,4 +96,46 @@ test("only a few steps are kept; replay rebuilds a prefix", () => {
   assert.equal(m.replay("4", 1)!.nodes.size, 1);
   assert.equal(m.replay("4", 2)!.nodes.size, 2);
   assert.equal(m.latestWithNodes(), "4");
+});
+
+test("recompute: the segment input's copy is drawn as the input itself; nested backward keeps the loss as root", () => {
+  const m = new RunModel();
+  m.apply(leaf(1, "model.w", { param: true }));
+  const g = (e: Ev) => m.apply(e);
+  g(node(1, "exp", [], "model.stem"));
+  g(ev("checkpoint", { phase: "begin", segment: 5, name: "blk" }));
+  g(node(2, "checkpoint", [{ node: 1 }, { leaf: 1 }], "model"));
+  g(ev("checkpoint", { phase: "end", segment: 5, ops: 2 }));
+  g(node(3, "sum", [{ node: 2 }], "model"));
+  g(ev("backward_begin", { roots: [{ node: 3 }] }));
+  g(ev("checkpoint", { phase: "recompute_begin", segment: 5 }));
+  g(leaf(9, null, { requires_grad: true }));
+  g(node(4, "linear", [{ leaf: 9 }, { leaf: 1 }], "model.blocks.0"));
+  g(node(5, "relu", [{ node: 4 }], "model.blocks.1"));
+  g(ev("backward_begin", { roots: [{ node: 5 }] }));
+  const mid = m.record("0")!.graph;
+  assert.equal(mid.backward, "running");
+  g(ev("backward_end"));
+  assert.equal(mid.backward, "running"); // the inner pass ended, not the outer one
+  g(ev("checkpoint", { phase: "recompute_end", segment: 5 }));
+  g(ev("backward_end"));
+  const gr = m.record("0")!.graph;
+  assert.equal(gr.backward, "done");
+  const lin = gr.nodes.get("rc1:model.blocks.0|linear|1")!;
+  assert.deepEqual(lin.inputs, ["model.stem|exp|1", "L:model.w"]); // no extra leaf for the detached copy
+  assert.equal(gr.nodes.size, 6); // w, exp, checkpoint, sum, and the two recomputed ops
+  assert.equal(lin.anchor, "model|checkpoint|1");
+  assert.equal(lin.group, "model"); // grouped with its checkpoint node, whatever module it ran in
+  assert.equal(lin.module, "model.blocks.0");
+  assert.equal(gr.nodes.get("rc1:model.blocks.1|relu|1")!.isRoot, false); // the inner root is not an output
+  assert.equal(gr.nodes.get("model|sum|1")!.isRoot, true);
+});
+
+test("cache banner says which function hit and where", () => {
+  const m = new RunModel();
+  m.apply(ev("graph_cache", { action: "miss", fn: "train.<locals>.evaluate" }, null));
+  assert.equal(cacheBadgeText(m.lastCache, m.totals.last, 3), "● graph cache miss: evaluate() ran and its graph was recorded outside the training steps");
+  m.apply(ev("graph_cache", { action: "hit", key: "train.<locals>.evaluate([359, 64] float32)", ops: 9 }, 3));
+  assert.equal(cacheBadgeText(m.lastCache, m.totals.last, 3), "↻ graph cache hit: evaluate() replayed its cached graph, 9 ops in this step, nothing re-recorded");
+  assert.equal(cacheBadgeText(null, "hit", 3), "↻ graph cache hit: the cached graph was replayed");
 });

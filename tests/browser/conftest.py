@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+from .shared_browser import CHROMIUM, acquire, release
+
 STATIC = Path(__file__).resolve().parents[2] / "rtxviz" / "web" / "static"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--no-first-run", "--disable-sync"]
+# Waits are on conditions, never sleeps; their limits are generous because a loaded 2-core CI machine can take
+# seconds to start a page (a passing run never waits for a limit).
+WAIT_MS = 30_000
 
 
 def _skip_reason() -> str | None:
@@ -41,7 +43,7 @@ class ServerThread:
 
     def __enter__(self) -> str:
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
@@ -69,12 +71,11 @@ def browser():
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    b = acquire()
+    try:
         yield b
-        b.close()
+    finally:
+        release()
 
 
 @pytest.fixture()
@@ -103,6 +104,7 @@ def _page(browser, bypass_csp: bool):
     # Playwright's wait_for_function evaluates strings, which the page's CSP (no eval) forbids: tests that wait on
     # predicates bypass the CSP; the XSS test keeps it.
     ctx = browser.new_context(viewport={"width": 1400, "height": 860}, bypass_csp=bypass_csp)
+    ctx.set_default_timeout(WAIT_MS)  # every wait_for_* and locator action (conditions, not sleeps)
     pg = ctx.new_page()
     pg.dialogs = []  # type: ignore[attr-defined]
     pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
