@@ -20,9 +20,9 @@ from typing import Any
 from ..engine import dtypes as _dtypes
 from ..engine.errors import ShapeError
 from ..engine.ops import nn as _F
+from ..engine.ops.linalg import linear as _linear
 from ..engine.tensor import Tensor
 from . import init
-from ._linear import linear as _linear
 from .module import Module, Parameter
 
 

@@ -304,7 +304,7 @@ def test_flatten_activations_and_clear_errors() -> None:
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_linear_op_first_and_second_order_gradients_by_finite_differences(with_bias: bool) -> None:
     from rtxviz.engine.gradcheck import gradcheck, gradgradcheck
-    from rtxviz.nn._linear import linear
+    from rtxviz.engine.ops.linalg import linear
 
     rng = np.random.default_rng(0)
     x = Tensor(rng.standard_normal((2, 3, 4)), dtype=F64)  # a batch of sequences: dW sums over two dims
