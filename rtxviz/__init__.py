@@ -22,7 +22,7 @@ from .engine.dtypes import float32, float64, int64
 
 __version__ = "0.1.0"
 __all__ = [*_engine_all, "AnomalyError", "detect_anomaly", "float32", "float64", "grad_report", "int64", "render",
-           "watch"]
+           "watch"]  # noqa: F405 - `watch` comes from __getattr__ below (loaded on first use)
 
 
 def __getattr__(name: str) -> Any:
