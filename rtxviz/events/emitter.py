@@ -34,6 +34,11 @@ from ..engine import hooks as _hooks
 from .hook import EventHook
 from .stats import jsonable
 
+try:  # optional: a much faster JSON encoder; the stdlib's is the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
 log = logging.getLogger("rtxviz.events")
 
 #: The run that `step()`, `optimizer_step()` and `report_*()` report to (the innermost `watch`).
@@ -43,7 +48,7 @@ _CURRENT: list[Run] = []
 class Transport(Protocol):
     """Where batches go. `send` raises on any failure (the batch is then counted as dropped)."""
 
-    def send(self, run: Run, lines: list[str], dropped: int) -> None: ...
+    def send(self, run: Run, lines: list[bytes], dropped: int) -> None: ...
 
     def close(self) -> None: ...
 
@@ -69,10 +74,10 @@ class HttpTransport:
             self._conn = cls(self.host, self.port, timeout=self.timeout)
         return self._conn
 
-    def send(self, run: Run, lines: list[str], dropped: int) -> None:
+    def send(self, run: Run, lines: list[bytes], dropped: int) -> None:
         query = urllib.parse.urlencode({"name": run.name, "dropped": dropped})
         path = f"{self.base}/api/runs/{run.id}/events?{query}"
-        body = ("\n".join(lines)).encode()
+        body = b"\n".join(lines)
         conn = self._connection()
         try:
             conn.request("POST", path, body=body, headers=self.headers)
@@ -108,7 +113,42 @@ class _Step:
 
 _NULL_STEP = _Step(None, -1)
 
-_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
+_std_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
+
+
+def _default(obj: Any) -> Any:
+    """orjson's hook for what it cannot encode itself (numpy scalars, arrays, odd objects): the bounded form."""
+    out = jsonable(obj, max_len=2000)
+    if out is obj:  # jsonable gave it back unchanged: orjson would ask again
+        raise TypeError(f"cannot encode {type(obj).__name__}")
+    return out
+
+
+def _encode_std(ev: dict) -> bytes:
+    try:
+        return _std_encode(ev).encode()
+    except (ValueError, TypeError):  # NaN or an odd object slipped through: make it JSON-safe
+        return _std_encode(jsonable(ev, max_len=2000)).encode()
+
+
+if _orjson is not None:
+    _dumps = _orjson.dumps
+
+    def encode_event(ev: dict) -> bytes:
+        """One event as compact JSON bytes (NaN/Inf become null, as the schema wants).
+
+        orjson when installed (about 15x faster than the stdlib on these small dicts; the sender thread shares
+        the GIL with training, so this is time training gets back), else the stdlib encoder.
+
+        >>> encode_event({"v": 1, "kind": "x", "t": float("nan")})
+        b'{"v":1,"kind":"x","t":null}'
+        """
+        try:
+            return _dumps(ev, default=_default)
+        except TypeError:  # non-string keys, integers beyond 64 bits...
+            return _encode_std(ev)
+else:  # pragma: no cover - the stdlib fallback
+    encode_event = _encode_std
 
 
 class Run:
@@ -280,7 +320,7 @@ class Run:
             if dropped != self._reported:
                 batch.append({"v": 1, "kind": "dropped", "t": time.time(), "step": None, "total": dropped,
                               "new": dropped - self._reported, "reason": "queue_full_or_send_failed"})
-            lines = [self._encode(ev) for ev in batch]
+            lines = [encode_event(ev) for ev in batch]
             try:
                 self.transport.send(self, lines, dropped)
             except Exception as exc:  # anything: the training loop must never see it
@@ -293,13 +333,6 @@ class Run:
             self._backoff = 0.0
             self._reported = dropped
             self._sent += len(batch)
-
-    @staticmethod
-    def _encode(ev: dict) -> str:
-        try:
-            return _encode(ev)
-        except (ValueError, TypeError):  # NaN or an odd object slipped through: make it JSON-safe
-            return _encode(jsonable(ev, max_len=2000))
 
 
 def watch(url: str | None = None, run_name: str | None = None, sample_every: int = 1, max_queue: int = 100_000,

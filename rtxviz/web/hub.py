@@ -60,7 +60,8 @@ class Hub:
         clients = self._runs.get(run_id)
         if not clients:
             return
-        item = (first_seq, texts)
+        # one shared message per batch: the first client to send it builds it, the others reuse the same string
+        item = (first_seq, texts, [None])
         for c in clients:
             _offer(c, item)
 
@@ -68,7 +69,7 @@ class Hub:
         """Tell lobby clients that a run appeared or changed."""
         if not self._lobby:
             return
-        item = (0, json.dumps({"type": "runs", "run": run}))
+        item = (0, json.dumps({"type": "runs", "run": run}), None)
         for c in self._lobby:
             _offer(c, item)
 
@@ -138,17 +139,20 @@ class Hub:
         await self._replay(client, head, upto=None)
         queue = client.queue
         while True:
-            first, texts = await queue.get()
+            first, texts, shared = await queue.get()
             end = first + len(texts)
             if end <= client.next_seq:
                 continue  # already sent (from the store)
             if first > client.next_seq:  # a gap: batches were dropped for this client, or published late
                 await self._replay(client, head, upto=first - 1)
             skip = client.next_seq - first
-            if skip > 0:
-                texts = texts[skip:]
-                first += skip
-            await self._send(client, f'{head}{first},"replay":false,"events":[{",".join(texts)}]}}')
+            if skip > 0:  # partly sent from the store: this client needs its own, shorter message
+                msg = f'{head}{first + skip},"replay":false,"events":[{",".join(texts[skip:])}]}}'
+            else:
+                msg = shared[0]
+                if msg is None:
+                    msg = shared[0] = f'{head}{first},"replay":false,"events":[{",".join(texts)}]}}'
+            await self._send(client, msg)
             client.next_seq = end
 
     async def _replay(self, client: _Client, head: str, upto: int | None) -> None:
@@ -167,7 +171,7 @@ class Hub:
 
     async def _send_lobby(self, client: _Client) -> None:
         while True:
-            _, text = await client.queue.get()
+            _, text, _ = await client.queue.get()
             await self._send(client, text)
 
 

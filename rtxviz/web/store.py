@@ -83,7 +83,8 @@ class Store:
                 first = 1
             if first - 1 + len(events) > self.max_events_per_run:
                 raise StoreFull(f"run {run_id} would exceed max_events_per_run={self.max_events_per_run}")
-            texts = [f'{{"seq":{first + i},{text.lstrip()[1:]}' for i, (_, _, text) in enumerate(events)]
+            texts = [f'{{"seq":{first + i},{text[1:] if text[:1] == "{" else text.lstrip()[1:]}'
+                     for i, (_, _, text) in enumerate(events)]
             rows = [(run_id, first + i, kind, step, texts[i]) for i, (kind, step, _) in enumerate(events)]
             status = None
             last_step = None

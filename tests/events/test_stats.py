@@ -41,6 +41,20 @@ def test_stats_of_ints_empty_and_large():
     assert s["mean"] == pytest.approx(0.5) and s["norm"] == pytest.approx(0.5 * math.sqrt(100_000), rel=1e-5)
 
 
+@pytest.mark.parametrize("n", [4096 * 3, 4096 * 3 + 517, 784 * 512])
+def test_stats_of_large_arrays_with_and_without_a_ragged_tail(n):
+    # closed forms: x_i = (i mod 7) - 3 has known sums; the blocked sum must count the tail exactly once
+    i = np.arange(n)
+    x = ((i % 7) - 3).astype(np.float32).reshape(-1, 1) if n % 2 else ((i % 7) - 3).astype(np.float32)
+    full, rest = divmod(n, 7)
+    total = sum((k % 7) - 3 for k in range(rest))  # full periods sum to 0
+    sq = full * 28 + sum(((k % 7) - 3) ** 2 for k in range(rest))
+    s = tensor_stats(x)
+    assert s["mean"] == pytest.approx(total / n, abs=1e-7)
+    assert s["norm"] == pytest.approx(math.sqrt(sq), rel=1e-6)
+    assert (s["min"], s["max"], s["nan"], s["inf"]) == (-3.0, 3.0, 0, 0)
+
+
 def test_count_nonfinite():
     assert count_nonfinite(np.ones(3)) == (0, 0)
     assert count_nonfinite(np.array([np.nan, np.inf, -np.inf, 1.0])) == (1, 2)

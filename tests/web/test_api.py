@@ -75,6 +75,28 @@ def test_malformed_events_get_422_with_a_message(client, body, words):
     assert client.get("/api/runs/bad").status_code == 404  # nothing of a refused batch is kept
 
 
+def test_mixed_kinds_and_nan_lookalikes_take_the_careful_path(client):
+    # core kinds with a generic one (the fast path declines the batch), and "NaN"/"Infinity" inside strings (the
+    # fast path declines too, as it cannot tell them from tokens): all accepted, stored verbatim, in order
+    events = [ev("step_begin", 0), node(1), ev("checkpoint", 0, phase="begin", segment=0),
+              ev("lesson.note", 0, text="NaN and Infinity are not JSON numbers"), node(2)]
+    r = post(client, "mixed", events)
+    assert r.status_code == 200 and r.json()["count"] == 5, r.text
+    got = client.get("/api/runs/mixed/events").json()["events"]
+    assert [e["kind"] for e in got] == ["step_begin", "node", "checkpoint", "lesson.note", "node"]
+    assert got[3]["text"] == "NaN and Infinity are not JSON numbers" and [e["seq"] for e in got] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("body", [
+    '{"v": 1, "kind": "lesson.note", "t": 1, "x": [1, NaN]}',
+    '{"v": 1, "kind": "node", "t": 1, "id": 1, "op": "mul", "inputs": [], "shape": [-Infinity], "dtype": "f", '
+    '"device": "cpu"}',
+])
+def test_nan_tokens_are_refused_in_every_kind(client, body):
+    r = client.post("/api/runs/nan/events", content=body, headers=NDJSON)
+    assert r.status_code == 422 and "not valid JSON" in r.json()["detail"]
+
+
 def test_oversized_requests_get_413(tmp_path):
     app = create_app(db=str(tmp_path / "x.db"), max_body_bytes=10_000, max_events_per_batch=5, max_event_bytes=500)
     with TestClient(app) as c:

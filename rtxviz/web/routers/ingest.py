@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from ...events.schema import EventError, validate_batch
+from ...events.schema import EventError, validate_batch, validate_json_batch
 from ..deps import Settings, hub_of, settings_of, store_of
 from ..store import Store, StoreFull
 
@@ -68,8 +68,13 @@ def _parse_ndjson(body: bytes, s: Settings) -> list[tuple[str, int | None, str]]
         if len(texts) >= s.max_events_per_batch:
             raise HTTPException(413, f"more than {s.max_events_per_batch} events in one batch")
         texts.append(line)
+    joined = f"[{','.join(texts)}]"
+    # the common case (only core kinds, all valid): pydantic-core parses and validates the batch in one pass
+    objs = validate_json_batch(joined)
+    if objs is not None and len(objs) == len(texts):
+        return [(o["kind"], o.get("step"), t) for o, t in zip(objs, texts, strict=True)]
     try:  # one decoder call for the whole batch is several times faster than one per line
-        objs = _loads(f"[{','.join(texts)}]")
+        objs = _loads(joined)
     except ValueError:
         objs = None
     if objs is None or len(objs) != len(texts):
