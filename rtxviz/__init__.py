@@ -14,15 +14,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import render  # also gives Variables `_repr_svg_` for Jupyter; rtxviz.render(...) is callable
+from . import (  # the training kit, as torch.nn / torch.optim
+    data,
+    nn,
+    optim,
+    render,  # also gives Variables `_repr_svg_` for Jupyter; rtxviz.render(...) is callable
+)
 from .debug import AnomalyError, detect_anomaly, grad_report
 from .engine import *  # noqa: F403
 from .engine import __all__ as _engine_all
 from .engine.dtypes import float32, float64, int64
 
 __version__ = "0.1.0"
-__all__ = [*_engine_all, "AnomalyError", "detect_anomaly", "float32", "float64", "grad_report", "int64", "render",
-           "watch"]  # noqa: F405 - `watch` comes from __getattr__ below (loaded on first use)
+# `watch` and `events` are attributes too (see __getattr__), left out of __all__ so that a star import does not
+# load the event stream and pydantic.
+__all__ = [*_engine_all, "AnomalyError", "data", "detect_anomaly", "float32", "float64", "grad_report", "int64",
+           "nn", "optim", "render"]
 
 
 def __getattr__(name: str) -> Any:
