@@ -1,0 +1,32 @@
+"""Build hook: wheels and sdists carry the built viewer (rtxviz/web/static), so pip users need no Node.
+
+Everything else about the package is in pyproject.toml.
+"""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+
+
+class BuildPyWithViewer(build_py):
+    """Build the viewer (`npm ci && npm run build` in frontend/) when its output is missing."""
+
+    def run(self) -> None:
+        if not (ROOT / "rtxviz" / "web" / "static" / "index.html").exists():
+            frontend = ROOT / "frontend"
+            if not (frontend / "package.json").exists():
+                raise SystemExit("rtxviz: the viewer is not built and frontend/ is missing; build from a checkout")
+            if shutil.which("npm") is None:
+                raise SystemExit("rtxviz: building the viewer needs Node.js >= 20 with npm (or run `make frontend` "
+                                 "on a machine that has it, then build the wheel)")
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=frontend, check=True)
+            subprocess.run(["npm", "run", "build"], cwd=frontend, check=True)
+        super().run()
+
+
+setup(cmdclass={"build_py": BuildPyWithViewer})
