@@ -70,7 +70,7 @@ def train(url: str, epochs: int, sample_every: int, delay: float, seed: int) -> 
     loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=64, shuffle=True, seed=seed)
     model = DigitsMLP()
     loss_fn = nn.CrossEntropyLoss()
-    optimizer = optim.Adam(model.parameters(), lr=3e-3)
+    optimizer = optim.Adam(model.parameters(), lr=1e-2)
     rtxviz.init_graph_cache(8)
 
     def evaluate(x: Tensor) -> Tensor:
@@ -99,7 +99,8 @@ def train(url: str, epochs: int, sample_every: int, delay: float, seed: int) -> 
             stats = rtxviz.graph_cache_stats()
             print(f"epoch {epoch:2d}  loss {np.mean(losses):.4f}  test accuracy {accuracy:.3f}  "
                   f"(graph cache: {stats['hits']} hits, {stats['misses']} misses)", flush=True)
-        print(f"streamed {run.stats()['sent']} events ({run.dropped} dropped)")
+    sent = run.stats()  # after the `with`: the sender has flushed and the run is closed
+    print(f"streamed {sent['sent']} events ({sent['dropped']} dropped)")
     return accuracy
 
 
