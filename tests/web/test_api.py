@@ -189,3 +189,11 @@ def test_static_index_and_delete(client):
     assert client.delete("/api/runs/gone").status_code == 200
     assert client.get("/api/runs/gone").status_code == 404
     assert client.get("/api/health").json()["schema"] == 1
+
+
+@pytest.mark.parametrize("params", [{"step": 10**23}, {"after": 10**23}, {"step": -1}, {"after": -1}])
+def test_out_of_range_numbers_in_queries_get_422_not_500(client, params):
+    post(client, "r1", [ev("step_begin", 0)])
+    response = client.get("/api/runs/r1/events", params=params)
+    assert response.status_code == 422
+    assert client.get("/api/runs/r1/events").status_code == 200  # and the server is fine afterwards

@@ -62,10 +62,15 @@ def _events_response(run_id: str, rows: list[tuple[int, str]], limit: int) -> Re
     return Response(body, media_type="application/json")
 
 
+#: SQLite stores 64-bit signed integers: larger query numbers are 422s, never overflow errors.
+_MAX_INT = 2**63 - 1
+_Step = Annotated[int | None, Query(ge=0, le=_MAX_INT)]
+
+
 @router.get("/runs/{run_id}/events")
-async def run_events(request: Request, run_id: RunIdPath, after: Annotated[int, Query(ge=0)] = 0,
+async def run_events(request: Request, run_id: RunIdPath, after: Annotated[int, Query(ge=0, le=_MAX_INT)] = 0,
                      limit: Annotated[int, Query(ge=1)] = 1000, kind: _KIND = None,
-                     step: int | None = None) -> Response:
+                     step: _Step = None) -> Response:
     """A page of a run's events with seq > `after` (optionally only some kinds, or one step), in order."""
     await _run(request, run_id)
     limit = min(limit, settings_of(request).max_page)
@@ -82,8 +87,8 @@ async def run_steps(request: Request, run_id: RunIdPath,
 
 
 @router.get("/runs/{run_id}/graph")
-async def run_graph(request: Request, run_id: RunIdPath, step: int | None = None,
-                    after: Annotated[int, Query(ge=0)] = 0,
+async def run_graph(request: Request, run_id: RunIdPath, step: _Step = None,
+                    after: Annotated[int, Query(ge=0, le=_MAX_INT)] = 0,
                     limit: Annotated[int, Query(ge=1)] = 10_000) -> Response:
     """The graph's structure: `leaf` and `node` events (of one step when given), paged like /events."""
     await _run(request, run_id)

@@ -28,7 +28,7 @@ async def _refuse(ws: WebSocket) -> bool:
 
 
 @router.websocket("/runs/{run_id}/ws")
-async def run_stream(ws: WebSocket, run_id: RunIdPath, after: Annotated[int, Query(ge=0)] = 0) -> None:
+async def run_stream(ws: WebSocket, run_id: RunIdPath, after: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0) -> None:
     """Every event of the run with seq > `after`, in order: from the store, then live as it arrives."""
     if await _refuse(ws):
         return
