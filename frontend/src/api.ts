@@ -9,6 +9,13 @@ export class Api {
     let stored: string | null = null;
     try { stored = sessionStorage.getItem("rtxviz-token"); } catch { /* storage blocked (e.g. a file:// page) */ }
     this.token = q ?? stored;
+    if (q !== null) {
+      // Keep the token in this tab's session storage, out of the address bar, history and shared links.
+      try { sessionStorage.setItem("rtxviz-token", q); } catch { /* storage blocked */ }
+      const u = new URL(location.href);
+      u.searchParams.delete("token");
+      history.replaceState(null, "", u.toString());
+    }
   }
 
   private async get(path: string): Promise<Response> {

@@ -224,6 +224,8 @@ def test_token_from_url_and_prompt(page, token_server):
     page.goto(token_server + "/?token=s3cret")
     page.wait_for_selector(f'#counts[data-total="{N_NODES}"]')
     assert page.dialogs == []
+    assert "token" not in page.url  # moved to the tab's session storage, out of history and shared links
+    page.evaluate("sessionStorage.clear()")
     with page.expect_event("dialog"):  # the handler in conftest records and dismisses it
         page.goto(token_server + "/")
     assert any("token" in m for m in page.dialogs)
