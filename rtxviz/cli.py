@@ -75,8 +75,7 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # without a token, accept only loopback Host headers: a DNS-rebinding page cannot reach the API then
-    # (Starlette's host check cannot parse IPv6 literals, so it is skipped for ::1)
-    allowed = None if args.token or family == socket.AF_INET6 else ["127.0.0.1", "localhost"]
+    allowed = None if args.token else ["127.0.0.1", "localhost", "::1"]
     db = args.db or default_db_path()
     app = create_app(db=db, settings=Settings(token=args.token, cors_origins=args.cors_origin,
                                               allowed_hosts=allowed))

@@ -20,7 +20,8 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
-from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.datastructures import Headers
+from starlette.responses import PlainTextResponse
 
 from .. import __version__
 from .deps import Settings, require_token
@@ -34,6 +35,37 @@ STATIC_DIR = Path(__file__).parent / "static"
 def default_db_path() -> str:
     """$RTXVIZ_DB, else ~/.rtxviz/runs.db."""
     return os.environ.get("RTXVIZ_DB") or str(Path.home() / ".rtxviz" / "runs.db")
+
+
+def host_name(host_header: str) -> str:
+    """The host part of a Host header: 'localhost:8000' -> 'localhost', '[::1]:8000' -> '::1'.
+
+    >>> host_name("[::1]:8000"), host_name("127.0.0.1:80"), host_name("localhost")
+    ('::1', '127.0.0.1', 'localhost')
+    """
+    if host_header.startswith("["):
+        return host_header[1:host_header.find("]")] if "]" in host_header else ""
+    return host_header.rsplit(":", 1)[0]
+
+
+class HostCheck:
+    """Refuse requests whose Host header names another host (a DNS-rebinding page): Starlette's
+    TrustedHostMiddleware cannot read IPv6 literals such as ``[::1]:8000``, this one can."""
+
+    def __init__(self, app: Any, allowed_hosts: list[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(allowed_hosts)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            name = host_name(Headers(scope=scope).get("host", ""))
+            if name not in self.allowed:
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008, "reason": "invalid host"})
+                    return
+                await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(db: str | None = None, settings: Settings | None = None, static_dir: str | Path | None = None,
@@ -62,7 +94,7 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
         app.add_middleware(CORSMiddleware, allow_origins=list(s.cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
     if s.allowed_hosts:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(s.allowed_hosts))
+        app.add_middleware(HostCheck, allowed_hosts=list(s.allowed_hosts))
 
     folder = Path(static_dir) if static_dir is not None else STATIC_DIR
     if folder.is_dir():

@@ -197,3 +197,13 @@ def test_out_of_range_numbers_in_queries_get_422_not_500(client, params):
     response = client.get("/api/runs/r1/events", params=params)
     assert response.status_code == 422
     assert client.get("/api/runs/r1/events").status_code == 200  # and the server is fine afterwards
+
+
+@pytest.mark.parametrize("host, status", [("127.0.0.1:8000", 200), ("[::1]:8000", 200), ("localhost", 200),
+                                          ("evil.example:8000", 400), ("[::2]:8000", 400)])
+def test_loopback_host_check_reads_ipv6_literals(tmp_path, host, status):
+    from rtxviz.web import Settings
+
+    app = create_app(db=str(tmp_path / "h.db"), settings=Settings(allowed_hosts=["127.0.0.1", "localhost", "::1"]))
+    with TestClient(app) as c:
+        assert c.get("/api/health", headers={"host": host}).status_code == status
