@@ -34,7 +34,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+# RTXVIZ_BENCH_ROOT: measure another checkout (e.g. an exported older commit) with this same script
+ROOT = Path(os.environ.get("RTXVIZ_BENCH_ROOT") or Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(ROOT))
 
 import rtxviz.events as events  # noqa: E402
@@ -42,6 +43,7 @@ from rtxviz import Tensor, Variable  # noqa: E402
 from rtxviz.engine import backward as _backward  # noqa: E402
 from rtxviz.engine import graph as _graph  # noqa: E402
 from rtxviz.engine.hooks import EngineHook  # noqa: E402
+from rtxviz.optim import SGD  # noqa: E402
 
 
 def median_ms(fn, repeat: int, warmup: int = 2) -> float:
@@ -179,13 +181,12 @@ def mlp_setup(seed: int = 0):
     x = Tensor(rng.standard_normal((128, 784)).astype(np.float32))
     labels = rng.integers(0, 10, 128)
     onehot = Tensor(np.eye(10, dtype=np.float32)[labels])
-    velocity = [np.zeros_like(p.data) for p in params]
-    return params, x, onehot, velocity
+    return params, x, onehot, SGD(params, lr=0.01, momentum=0.9)
 
 
-def mlp_step(params, x, onehot, velocity, lr: float = 0.01, momentum: float = 0.9) -> float:
-    for p in params:
-        p.grad = None
+def mlp_step(params, x, onehot, opt) -> float:
+    """One mlp_train iteration through rtxviz.optim.SGD, which reports its update to a watching run itself."""
+    opt.zero_grad()
     w1, b1, w2, b2, w3, b3 = params
     h = (x.matmul(w1) + b1).relu()
     h = (h.matmul(w2) + b2).relu()
@@ -194,11 +195,7 @@ def mlp_step(params, x, onehot, velocity, lr: float = 0.01, momentum: float = 0.
     zs = z - shift
     loss = (zs.exp().sum(dim=1).log() - (zs * onehot).sum(dim=1)).mean()
     loss.backward()
-    with events.optimizer_step(params):
-        for p, v in zip(params, velocity, strict=True):
-            v *= momentum
-            v += p.grad.data
-            p.data -= lr * v
+    opt.step()
     return float(loss.data)
 
 
@@ -229,11 +226,13 @@ def server_process(db: str):
         proc.wait(10)
 
 
-def run_mlp(rounds: int = 5, repeat: int = 10) -> None:
+def run_mlp(rounds: int = 7, repeat: int = 20) -> None:
     state = mlp_setup()
     counter = {"i": 0}
     with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db")) as url:
-        run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000)
+        # BENCH_DEFER_STATS=1: gradient summaries on the sender thread (watch(..., defer_stats=True))
+        opts = {"defer_stats": True} if os.environ.get("BENCH_DEFER_STATS") == "1" else {}
+        run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000, **opts)
         run.start()
         run.close_timeout = 30
 
@@ -253,7 +252,8 @@ def run_mlp(rounds: int = 5, repeat: int = 10) -> None:
         # the same hook with a sink that throws events away: what recording costs in the training thread alone
         # (stats, event dicts), as opposed to the sender thread and the server competing for the cores
         null_run = events.Run(transport=None, run_name="null")
-        null_run.hook.sink = lambda ev: None
+        # events thrown away; their gradient placeholders given up as a dropped event's are (old code: no cancel)
+        null_run.hook.sink = getattr(null_run.hook, "cancel", lambda ev: None)
 
         def null_on():
             events.emitter._hooks.add_hook(null_run.hook)
@@ -277,7 +277,8 @@ def run_mlp(rounds: int = 5, repeat: int = 10) -> None:
     print("\n## mlp_train step (784-512-256-10, batch 128, SGD momentum), median ms")
     for k, v in res.items():
         print(f"  {k:26s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%")
-    print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server {stored}")
+    print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server {stored}, summaries computed "
+          f"on the training thread {st.get('inline_stats', 'all')}")
 
 
 # -- 3. the server: ingest from 4 producers, 3 WebSocket consumers ------------------------------------------

@@ -120,10 +120,9 @@ def report_update(hook: Any, params: list, before: Sequence[Any], after: Sequenc
         else:
             un = _norm(a - b)
         lid = hook.leaf_id(p)
-        grad = getattr(p, "grad", None)
-        gn = _norm(None if grad is None else grad.data)  # now, not at backward: clipping may have changed it
         rows.append({
-            "leaf": lid, "name": getattr(p, "name", None), "grad_norm": gn, "param_norm": pn, "update_norm": un,
+            "leaf": lid, "name": getattr(p, "name", None), "grad_norm": hook.grad_norm(p), "param_norm": pn,
+            "update_norm": un,
             "update_ratio": (un / pn) if un is not None and pn else None,
         })
     hook.sink({"v": 1, "kind": "optimizer_step", "t": time.time(), "step": hook.step, "optimizer": name[:200],

@@ -35,6 +35,11 @@ class Adam(Optimizer):
     """
 
     _decoupled = False
+    exposes_updates = True
+
+    def _exposes_updates(self) -> bool:
+        # decoupled decay also scales the parameter: the update is then more than the array `_update` returns
+        return not (self._decoupled and any(g["weight_decay"] != 0 for g in self.param_groups))
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False) -> None:
@@ -42,7 +47,7 @@ class Adam(Optimizer):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                                   "amsgrad": amsgrad, "maximize": maximize})
 
-    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
         xp = xp_of(param)
         if group["maximize"]:
             grad = -grad
@@ -76,7 +81,12 @@ class Adam(Optimizer):
             denom = xp.sqrt(v)
         denom /= bias_correction2_sqrt
         denom += eps
-        param -= step_size * (m / denom)
+        # param − step_size·(m/denom), as p + (−step_size)·(m/denom): the same floats (negation is exact), and
+        # the update array is kept for watchers
+        u = m / denom
+        u *= -step_size
+        param += u
+        return u
 
 
 class AdamW(Adam):

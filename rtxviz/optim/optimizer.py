@@ -64,18 +64,33 @@ class Optimizer:
                     p.grad = Variable.from_tensor(Tensor._wrap(xp_of(p.data).zeros_like(p.data)),
                                                   requires_grad=False)
 
-    def step(self) -> None:
-        """Update every parameter that has a gradient."""
-        if _hooks.ACTIVE:  # watchers (the event stream) snapshot the parameters around the update
-            _hooks.emit("optimizer_step_begin", optimizer=self)
-            try:
-                self._step()
-            finally:
-                _hooks.emit("optimizer_step_end", optimizer=self)
-            return
-        self._step()
+    #: `_update` returns the array it added to the parameter (``param += u``), so watchers can report each
+    #: update without copying the parameters. A subclass whose `_update` does not return it sets this False.
+    exposes_updates = False
 
-    def _step(self) -> None:
+    def _exposes_updates(self) -> bool:
+        return self.exposes_updates
+
+    def step(self) -> None:
+        """Update every parameter that has a gradient.
+
+        While hooks are attached, the step is reported: ``optimizer_step_begin(optimizer, exposes_updates)``
+        and ``optimizer_step_end(optimizer, updates)``, `updates` being [(parameter, update array)] when the
+        optimizer exposes its updates (the arrays may be reused by the next step: read them at once), else None
+        (a watcher then snapshots the parameters at begin).
+        """
+        if _hooks.ACTIVE:
+            exposes = self._exposes_updates()
+            _hooks.emit("optimizer_step_begin", optimizer=self, exposes_updates=exposes)
+            updates: list | None = [] if exposes else None
+            try:
+                self._step(updates)
+            finally:
+                _hooks.emit("optimizer_step_end", optimizer=self, updates=updates)
+            return
+        self._step(None)
+
+    def _step(self, updates: list | None = None) -> None:
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad
@@ -87,9 +102,12 @@ class Optimizer:
                 grad = g.data
                 if grad.dtype != p.data.dtype:
                     grad = grad.astype(p.data.dtype)
-                self._update(p.data, grad, st, group)
+                u = self._update(p.data, grad, st, group)
+                if updates is not None:
+                    updates.append((p, u))
 
-    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
+        """Update `param` in place; return the array added to it when `exposes_updates` (else anything)."""
         raise NotImplementedError
 
     # -- state ---------------------------------------------------------------------------------------------

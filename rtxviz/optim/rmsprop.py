@@ -31,7 +31,9 @@ class RMSprop(Optimizer):
         super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
                                   "momentum": momentum, "centered": centered, "maximize": maximize})
 
-    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    exposes_updates = True
+
+    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
         xp = xp_of(param)
         if group["maximize"]:
             grad = -grad
@@ -60,6 +62,10 @@ class RMSprop(Optimizer):
             buf = state["momentum_buffer"]
             buf *= momentum
             buf += grad / avg
-            param -= group["lr"] * buf
+            u = buf * -group["lr"]
         else:
-            param -= group["lr"] * (grad / avg)
+            u = grad / avg
+            u *= -group["lr"]
+        # p − lr·x as p + (−lr)·x: the same floats (negation is exact), and the update is kept for watchers
+        param += u
+        return u

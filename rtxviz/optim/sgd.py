@@ -34,7 +34,9 @@ class SGD(Optimizer):
                                   "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
         self._scratch: dict[int, Any] = {}
 
-    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    exposes_updates = True
+
+    def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
         d_p = -grad if group["maximize"] else grad
         wd = group["weight_decay"]
         if wd != 0:
@@ -59,3 +61,4 @@ class SGD(Optimizer):
             scratch = self._scratch[id(param)] = xp_of(param).empty_like(param)
         xp_of(param).multiply(d_p, -group["lr"], out=scratch)
         param += scratch
+        return scratch  # the update (overwritten by the next step)
