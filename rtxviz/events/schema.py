@@ -35,6 +35,8 @@ MAX_PARAMS = 4096
 Name = Annotated[str, Field(max_length=MAX_NAME)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Shape = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_DIMS)]
+#: A step index: non-negative and within SQLite's 64-bit integers (the server stores it in a column).
+StepIndex = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Number = float | int | None  # None stands for NaN/Inf in value lists (JSON has no NaN)
 Values = Annotated[list[Number], Field(max_length=MAX_VALUES)]
 RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -56,7 +58,7 @@ class _Event(TypedDict):
     v: Literal[1]
     kind: str
     t: float
-    step: NotRequired[int | None]
+    step: NotRequired[StepIndex | None]
 
 
 @_strict

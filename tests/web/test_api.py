@@ -207,3 +207,10 @@ def test_loopback_host_check_reads_ipv6_literals(tmp_path, host, status):
     app = create_app(db=str(tmp_path / "h.db"), settings=Settings(allowed_hosts=["127.0.0.1", "localhost", "::1"]))
     with TestClient(app) as c:
         assert c.get("/api/health", headers={"host": host}).status_code == status
+
+
+@pytest.mark.parametrize("step", [10**23, -1])
+def test_out_of_range_step_in_an_event_gets_422(client, step):
+    response = post(client, "r2", [ev("step_begin", step)])
+    assert response.status_code == 422 and "step" in response.text
+    assert post(client, "r2", [ev("step_begin", 0)]).status_code == 200

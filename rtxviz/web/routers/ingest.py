@@ -118,7 +118,7 @@ def _ingest(store: Store, s: Settings, run_id: str, name: str | None, dropped: i
             events, extra = _parse_json(body, s)
             name = extra.get("name", name) if isinstance(extra.get("name", name), str | None) else name
             d = extra.get("dropped", dropped)
-            dropped = d if isinstance(d, int) and d >= 0 else dropped
+            dropped = d if isinstance(d, int) and 0 <= d < 2**63 else dropped
         else:
             raise HTTPException(415, f"content type {ctype!r} not accepted; use application/x-ndjson or "
                                 "application/json")
@@ -138,7 +138,7 @@ def _ingest(store: Store, s: Settings, run_id: str, name: str | None, dropped: i
 @router.post("/runs/{run_id}/events")
 async def ingest(request: Request, run_id: RunIdPath,
                  name: Annotated[str | None, Query(max_length=256)] = None,
-                 dropped: Annotated[int, Query(ge=0)] = 0) -> dict[str, Any]:
+                 dropped: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0) -> dict[str, Any]:
     """Append a batch of events to run `run_id` (created on first use)."""
     s = settings_of(request)
     body = await _read_body(request, s.max_body_bytes)
