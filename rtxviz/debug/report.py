@@ -7,13 +7,15 @@ sample of the last forward seen); the parameters that got no gradient.
 Three ways to use it, from least to most information:
 
     rep = grad_report(model)                   # after backward: norms and parameters without gradient
+                                               # (its text says how to get update ratios and dead ReLUs)
 
-    with grad_report.track(model) as rep:      # around a whole step: adds dead ReLUs and update ratios
-        loss = loss_fn(model(x), y)
-        opt.zero_grad(); loss.backward(); opt.step()
+    with grad_report.track(model, opt) as rep: # around a step, or around the whole loop: adds dead ReLUs
+        for x, y in loader:                    # (of the last forward) and update ratios (of the last
+            loss = loss_fn(model(x), y)        # opt.step(): the values are copied as each step begins)
+            opt.zero_grad(); loss.backward(); opt.step()
     print(rep.text())
 
-    snap = snapshot(model); opt.step()         # the explicit pair, when the step happens elsewhere
+    snap = grad_report.snapshot(model); opt.step()   # the explicit pair, when the step happens elsewhere
     rep = grad_report(model, before=snap)
 
 >>> import rtxviz
@@ -149,6 +151,12 @@ def snapshot(model_or_params: Any) -> Snapshot:
 
 
 # -- the report -----------------------------------------------------------------------------------------------
+UPDATE_HINT = ("update ratio ‖Δ‖/‖p‖: pass before=grad_report.snapshot(model) taken before opt.step(), or use "
+               "`with grad_report.track(model, opt) as rep:` around the step or the loop")
+RELU_HINT = ("dead ReLU units: not watched; pass relus=... from `with grad_report.relu_monitor() as relus:` around "
+             "the forward, or use grad_report.track")
+
+
 @dataclass
 class ParamRow:
     name: str
@@ -168,6 +176,8 @@ class GradReport:
     params: list[ParamRow] = field(default_factory=list)
     relus: list[ReluStat] = field(default_factory=list)
     optimizer: str | None = None
+    #: What the report could not know and how to get it (update ratios without a snapshot, ReLUs unwatched).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def unused(self) -> list[str]:
@@ -202,6 +212,7 @@ class GradReport:
                 lines.append(f"  {s.module}: {s.dead}/{s.units} ({100 * s.fraction:.1f}%) over {s.samples} sample(s)")
         unused = self.unused
         lines.append("parameters with no gradient: " + (", ".join(unused) if unused else "none"))
+        lines.extend(self.notes)
         return "\n".join(lines)
 
     __str__ = text
@@ -215,6 +226,7 @@ class GradReport:
                           for s in self.relus[:1000]],
             "unused": self.unused[:1000],
             "optimizer": self.optimizer,
+            "notes": self.notes[:10],
         }
 
     def emit(self) -> None:
@@ -227,8 +239,10 @@ def grad_report(model_or_named_params: Any, optimizer: Any = None, before: Snaps
                 relus: ReluMonitor | None = None, emit: bool = True) -> GradReport:
     """Build the report from the parameters' current `.grad` and values.
 
-    before: a `snapshot()` taken before the optimizer step (gives update norms and ratios).
+    before: a `snapshot()` taken before the optimizer step (gives update norms and ratios); an optimizer alone
+    cannot give them (the values before its step are gone), so without `before` the text says how to get them.
     relus: a ReluMonitor that watched the forward. emit: send a `grad_report` event when hooks are attached.
+    For all of it in one go, wrap the step (or the loop) in ``with grad_report.track(model, opt) as rep:``.
     """
     rows = []
     for name, p in named_params(model_or_named_params):
@@ -246,36 +260,60 @@ def grad_report(model_or_named_params: Any, optimizer: Any = None, before: Snaps
         rows.append(row)
     rep = GradReport(rows, sorted(relus.sites.values(), key=lambda s: s.module) if relus is not None else [],
                      type(optimizer).__name__ if optimizer is not None else None)
+    if before is None:
+        rep.notes.append(UPDATE_HINT)
+    if relus is None:
+        rep.notes.append(RELU_HINT)
     if emit:
         rep.emit()
     return rep
 
 
-class _Tracker:
-    """`with grad_report.track(model) as rep:`: watches ReLUs and snapshots values on entry; fills `rep` on exit."""
+class _Tracker(_hooks.EngineHook):
+    """`with grad_report.track(model, opt) as rep:`: watches ReLUs, copies the parameters as each optimizer
+    step begins (so the update ratios are those of the last step, whether the block holds one step or a whole
+    loop), and fills `rep` on exit. With no optimizer given, any optimizer's step is watched; a step made by
+    hand (no optimizer) is measured against the values at entry."""
+
+    name = "rtxviz.grad_report.track"
 
     def __init__(self, model: Any, optimizer: Any = None, emit: bool = True) -> None:
         self.model, self.optimizer, self.emit = model, optimizer, emit
         self.report = GradReport()
         self.monitor = ReluMonitor()
+        self.snap: Snapshot | None = None
+
+    def event(self, kind: str, **fields: Any) -> None:
+        if kind == "optimizer_step_begin":
+            opt = fields.get("optimizer")
+            if self.optimizer is None or opt is self.optimizer:
+                self.snap = snapshot(self.model)
+                if self.optimizer is None and opt is not None:
+                    self.report.optimizer = type(opt).__name__
 
     def __enter__(self) -> GradReport:
         self.snap = snapshot(self.model)
         _hooks.add_hook(self.monitor)
+        _hooks.add_hook(self)
         return self.report
 
     def __exit__(self, exc_type: Any, *exc: object) -> None:
+        _hooks.remove_hook(self)
         _hooks.remove_hook(self.monitor)
         if exc_type is not None:
             return
         done = grad_report(self.model, self.optimizer, before=self.snap, relus=self.monitor, emit=self.emit)
-        self.report.params, self.report.relus, self.report.optimizer = done.params, done.relus, done.optimizer
+        self.report.params, self.report.relus, self.report.notes = done.params, done.relus, done.notes
+        self.report.optimizer = done.optimizer or self.report.optimizer
 
 
 def track(model: Any, optimizer: Any = None, emit: bool = True) -> _Tracker:
-    """Context manager around a training step (forward, backward, step): returns the GradReport, filled on exit,
-    with dead ReLU fractions from the forward inside and update ratios from the values at entry."""
+    """Context manager around a training step or a whole loop (forward, backward, step): returns the
+    GradReport, filled on exit, with dead ReLU fractions from the last forward inside and update ratios from
+    the last optimizer step inside (the parameters are copied as that step begins)."""
     return _Tracker(model, optimizer, emit)
 
 
 grad_report.track = track  # type: ignore[attr-defined]
+grad_report.snapshot = snapshot  # type: ignore[attr-defined]
+grad_report.relu_monitor = relu_monitor  # type: ignore[attr-defined]

@@ -3,6 +3,14 @@
 Importing this package also gives every Variable a `_repr_svg_`, so a non-leaf Variable shows as its graph in
 Jupyter (leaves, and machines without graphviz, fall back to the plain repr).
 
+Gradients: leaves always show their `.grad`. Per-op gradient norms and the norms along edges are recorded only
+while a capture watches backward: `rtxviz.render.keep_grads()` once (every later backward is recorded, weakly
+keyed by graph node), or `with capture_grads() as g:` around one backward and `render(..., grads=g)`. Without
+either, ops drawn after backward say "grad not captured" and the legend says how to capture.
+
+Big graphs are cut to `max_nodes` (300; 120 for Jupyter): module groups collapse into boxes, and whatever is
+still too big (a long chain with no modules) keeps its first and last ops around one "… N ops …" node.
+
 >>> import rtxviz
 >>> from rtxviz.render import render, capture_grads
 >>> x = rtxviz.Variable.from_tensor(rtxviz.Tensor.from_slice([1.0, -2.0], [2]), name="x")
@@ -22,7 +30,20 @@ from typing import Any
 from ..engine.errors import RtxvizError
 from ..engine.variable import Variable
 from .dot import DotOptions, quote, to_dot
-from .graph_model import EXPLODING, VANISHING, GEdge, GNode, GradCapture, GradStat, GraphModel, capture_grads
+from .graph_model import (
+    EXPLODING,
+    NOT_CAPTURED,
+    NOT_COMPUTED,
+    VANISHING,
+    GEdge,
+    GNode,
+    GradCapture,
+    GradStat,
+    GraphModel,
+    capture_grads,
+    keep_grads,
+    kept_grads,
+)
 from .graphviz_run import (
     DEFAULT_MAX_NODES,
     DEFAULT_TIMEOUT,
@@ -37,9 +58,9 @@ from .graphviz_run import (
 )
 
 __all__ = [
-    "EXPLODING", "VANISHING", "DotOptions", "GEdge", "GNode", "GradCapture", "GradStat", "GraphModel",
-    "GraphvizNotFound", "RenderFailed", "RenderTimeout", "capture_grads", "find_dot", "graph_model", "quote",
-    "render", "render_model", "run_dot", "to_dot",
+    "EXPLODING", "NOT_CAPTURED", "NOT_COMPUTED", "VANISHING", "DotOptions", "GEdge", "GNode", "GradCapture",
+    "GradStat", "GraphModel", "GraphvizNotFound", "RenderFailed", "RenderTimeout", "capture_grads", "find_dot",
+    "graph_model", "keep_grads", "kept_grads", "quote", "render", "render_model", "run_dot", "to_dot",
 ]
 
 
@@ -56,16 +77,18 @@ def graph_model(source: Any, grads: GradCapture | None = None, step: int | None 
 
 def render(output: Any, path: str = "graph.svg", show_grads: bool = True, show_saved: bool = False,
            show_attrs: bool = False, group_modules: bool = True, *, grads: GradCapture | None = None,
-           max_nodes: int = DEFAULT_MAX_NODES, timeout: float = DEFAULT_TIMEOUT, step: int | None | str = "last",
+           max_nodes: int | None = DEFAULT_MAX_NODES, timeout: float = DEFAULT_TIMEOUT, step: int | None | str = "last",
            **dot_options: Any) -> str:
     """Draw the graph behind `output` to `path`; the format follows the extension (.svg, .png, .pdf, or .dot
     for the DOT text alone, which needs no graphviz). Returns `path`.
 
     output: a Variable (its recorded graph), a GraphModel, or a recorded run's events (`step` picks the step).
     show_grads: gradient norms on nodes and edges, vanishing/exploding/NaN marked; leaves show `.grad`, ops
-    show what `grads` (a `capture_grads()` active during backward) recorded. show_saved: bytes each node
-    keeps for backward. show_attrs: the op's rule and attributes. group_modules: module paths as clusters, and
-    above `max_nodes` nodes whole modules fold into one box each. `dot` runs with a `timeout` (seconds).
+    and edges show what `grads` (a `capture_grads()` active during backward) recorded, else what the global
+    `keep_grads()` capture recorded, else "grad not captured". show_saved: bytes each node keeps for
+    backward. show_attrs: the op's rule and attributes. group_modules: module paths as clusters, and above
+    `max_nodes` nodes whole modules fold into one box each; a graph still too big (or not grouped) keeps its
+    first and last ops around one "… N ops …" node (max_nodes=None: no limit). `dot` runs with a `timeout`.
 
     >>> render(rtxviz.Variable.from_tensor(rtxviz.Tensor.ones([2])).sum(), "/tmp/g.svg")  # doctest: +SKIP
     '/tmp/g.svg'

@@ -38,7 +38,8 @@ def configure_render(p: argparse.ArgumentParser) -> None:
     p.add_argument("--saved", action="store_true", help="show bytes saved for backward per node")
     p.add_argument("--attrs", action="store_true", help="show each op's rule and attributes")
     p.add_argument("--no-groups", action="store_true", help="no module clusters, no collapsing")
-    p.add_argument("--max-nodes", type=int, default=300, help="collapse module groups above this many nodes")
+    p.add_argument("--max-nodes", type=int, default=300,
+                   help="node budget: module groups collapse, then long chains are elided (default 300)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds graphviz may take (default 30)")
 
 

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph_model import EXPLODING, VANISHING, GEdge, GNode, GradStat, GraphModel
+from .graph_model import EXPLODING, NOT_CAPTURED, VANISHING, GEdge, GNode, GradStat, GraphModel
 
-FILL = {"leaf": "#e0f2fe", "param": "#bfdbfe", "op": "#f3f4f6", "output": "#bbf7d0", "group": "#fef3c7"}
+FILL = {"leaf": "#e0f2fe", "param": "#bfdbfe", "op": "#f3f4f6", "output": "#bbf7d0", "group": "#fef3c7",
+        "elided": "#f5f5f4"}
+#: What to do when backward ran but no gradient was recorded (the legend says it; node labels stay short).
+CAPTURE_HINT = ("call rtxviz.render.keep_grads() before backward, or run backward inside "
+                "`with rtxviz.render.capture_grads() as g:` and pass grads=g")
 MARK = {  # status -> (border/edge colour, fill override or None, word in the label)
     "ok": ("#374151", None, ""),
     "vanishing": ("#2563eb", "#dbeafe", "vanishing"),
@@ -70,9 +74,9 @@ def fmt_bytes(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def _grad_line(g: GradStat | None, o: DotOptions) -> str:
+def _grad_line(g: GradStat | None, o: DotOptions, note: str | None = None) -> str:
     if g is None:
-        return "grad: not computed"
+        return "grad not captured" if note == NOT_CAPTURED else "grad: not computed"
     status = g.status(o.vanishing, o.exploding)
     if status == "nan":
         return f"grad NaN/Inf ({g.nan} NaN, {g.inf} Inf)"
@@ -92,9 +96,15 @@ def node_label(n: GNode, o: DotOptions) -> str:
     if n.kind == "group":
         lines = [f"[{n.label}]", f"{n.members} ops" + (f", {n.attrs['params']} params" if n.attrs.get("params")
                                                        else "")]
+    elif n.kind == "elided":
+        ops = list(n.attrs.get("ops", {}).items())
+        summary = ", ".join(f"{name} ×{count:,}" for name, count in ops[:3]) + (", …" if len(ops) > 3 else "")
+        lines = [n.label, summary]
+        if n.attrs.get("leaves"):
+            lines.append(f"+ {n.attrs['leaves']:,} inputs/params")
     else:
         lines = [n.label]
-    if n.kind != "group" or n.shape is not None:
+    if n.kind not in ("group", "elided") or n.shape is not None:
         lines.append(_shape(n))
     if o.show_attrs and n.kind in ("op", "output"):
         if n.rule:
@@ -104,8 +114,8 @@ def node_label(n: GNode, o: DotOptions) -> str:
             lines.append(text if len(text) <= 60 else text[:59] + "…")
     if o.show_saved and n.saved_bytes:
         lines.append(f"saved {fmt_bytes(n.saved_bytes)}")
-    if o.show_grads and (n.kind != "leaf" or n.grad is not None):
-        lines.append(_grad_line(n.grad, o))
+    if o.show_grads and (n.kind not in ("leaf", "elided") or n.grad is not None):
+        lines.append(_grad_line(n.grad, o, n.grad_note))
     if n.anomaly:
         lines.append("⚠ " + (n.anomaly if len(n.anomaly) <= 60 else n.anomaly[:59] + "…"))
     return "\n".join(lines)
@@ -121,11 +131,13 @@ def _node_attrs(n: GNode, o: DotOptions) -> str:
     if status != "ok":
         colour, override, _ = MARK[status]
         fill, pen = override or fill, 2.5
-    elif o.show_grads and n.grad is None and n.kind != "leaf":
+    elif o.show_grads and n.grad is None and n.kind not in ("leaf", "elided"):
         colour = NOT_COMPUTED
-    shape = {"leaf": "ellipse", "param": "ellipse", "group": "box3d"}.get(n.kind, "box")
+    shape = {"leaf": "ellipse", "param": "ellipse", "group": "box3d", "elided": "box"}.get(n.kind, "box")
     style = "filled" if n.kind in ("leaf", "param", "group") else "rounded,filled"
-    if o.show_grads and n.grad is None and n.kind not in ("leaf",):
+    if n.kind == "elided":
+        style = "filled,dotted"
+    elif o.show_grads and n.grad is None and n.kind != "leaf":
         style += ",dashed"
     tip = n.kind  # no engine ids in the text: the same graph gives the same DOT in any process
     if n.module:
@@ -222,12 +234,12 @@ def to_dot(model: GraphModel, show_grads: bool = True, show_saved: bool = False,
         attrs = _edge_attrs(e, o)
         out.append(f"  {quote(e.src)} -> {quote(e.dst)}" + (f" [{attrs}]" if attrs else "") + ";")
     if o.legend and o.show_grads:
-        out.extend(_legend(o))
+        out.extend(_legend(o, any(n.grad_note == NOT_CAPTURED for n in model.nodes.values())))
     out.append("}")
     return "\n".join(out) + "\n"
 
 
-def _legend(o: DotOptions) -> list[str]:
+def _legend(o: DotOptions, not_captured: bool = False) -> list[str]:
     rows = [
         ("legend_ok", "gradient ok", "#ffffff", MARK["ok"][0], "rounded,filled"),
         ("legend_vanishing", f"vanishing: ‖grad‖ < {o.vanishing:g}", MARK["vanishing"][1], MARK["vanishing"][0],
@@ -238,6 +250,9 @@ def _legend(o: DotOptions) -> list[str]:
         ("legend_none", "grad not computed (backward has not reached it)", "#ffffff", NOT_COMPUTED,
          "rounded,filled,dashed"),
     ]
+    if not_captured:
+        rows.append(("legend_not_captured", "grad not captured: backward ran, but op gradients were not "
+                     f"recorded;\n{CAPTURE_HINT}", "#ffffff", NOT_COMPUTED, "rounded,filled,dashed"))
     lines = ["  subgraph cluster_legend {", '    label="legend"; style="rounded"; color="#d1d5db"; fontsize=9;']
     for key, text, fill, colour, style in rows:
         lines.append(f"    {key} [id={quote('rtx-' + key)}, label={quote(text)}, shape=box, style={quote(style)}, "

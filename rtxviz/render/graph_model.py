@@ -30,6 +30,14 @@ from ..engine.hooks import EngineHook, add_hook, remove_hook
 #: Gradient norms below this are marked vanishing, above `EXPLODING` exploding.
 VANISHING = 1e-7
 EXPLODING = 1e3
+#: `GNode.grad_note` values.
+NOT_COMPUTED = "not computed"
+NOT_CAPTURED = "not captured"
+#: Node kinds that stand for operations (the rest are leaves and params).
+OP_KINDS = ("op", "output", "group", "elided")
+#: Nodes keep their output's shape and dtype once the engine records them (`TapeNode.out_shape`); until then
+#: a capture records them in forward.
+_NODE_SHAPES = hasattr(TapeNode, "out_shape")
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,13 @@ class GradStat:
     def of(array: Any) -> GradStat:
         """Summarise a numpy or cupy array (a Variable's `.data`)."""
         if hasattr(array, "get") and type(array) is not np.ndarray:
+            # on the device: one dot product and one scalar back; the array crosses only to count NaN/Inf
+            flat = array.ravel()
+            if flat.dtype.kind != "f":
+                flat = flat.astype("float64")
+            sq = float(flat.dot(flat)) if flat.size else 0.0
+            if math.isfinite(sq):
+                return GradStat(math.sqrt(sq))
             array = array.get()
         flat = np.asarray(array).ravel()
         if flat.dtype.kind != "f":
@@ -117,6 +132,9 @@ class GNode:
     anomaly: str | None = None
     engine_id: int | None = None
     members: int = 1
+    #: Why `grad` is None: NOT_COMPUTED (backward has not reached the node) or NOT_CAPTURED (backward ran, but
+    #: no `capture_grads()` / `keep_grads()` recorded the gradient that passed through the node).
+    grad_note: str | None = None
 
 
 @dataclass
@@ -149,7 +167,7 @@ class GraphModel:
         return out
 
     def ops(self) -> list[GNode]:
-        return [n for n in self.nodes.values() if n.kind in ("op", "output", "group")]
+        return [n for n in self.nodes.values() if n.kind in OP_KINDS]
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -164,10 +182,13 @@ class GraphModel:
     def from_variable(output: Any, grads: GradCapture | None = None) -> GraphModel:
         """The graph behind `output` (a Variable): walked iteratively from `output.grad_fn`.
 
-        Leaves show their `.grad`; ops show the gradients recorded by `grads` (a `capture_grads()` that was
-        active during backward), else none ("not computed"). Shapes come from `grads` (recorded in forward),
-        the node's saved tensors, or the consumers' saved inputs.
+        Leaves show their `.grad`; ops and edges show the gradients recorded by `grads` (a `capture_grads()`
+        that was active during backward), else by the global capture of `keep_grads()` when it is on. Without
+        either, ops say "grad not captured" once backward has run ("not computed" before). Shapes come from the
+        node (`out_shape`), `grads`, the node's saved tensors, or the consumers' saved inputs.
         """
+        if grads is None:
+            grads = kept_grads()
         model = GraphModel()
         root = getattr(output, "_node", None)
         if root is None:
@@ -187,14 +208,18 @@ class GraphModel:
                     shapes.setdefault(id(e), (tuple(t.data.shape), t.data.dtype.name))
         leaf_keys: dict[int, str] = {}
         node_keys: dict[int, str] = {}
+        backward_ran = False  # a freed node or a leaf with .grad: some backward went through this graph
         for node in order:
+            backward_ran = backward_ran or node.freed
             for e in node.next:
                 if e is not None and e.__class__ is not TapeNode and id(e) not in leaf_keys:
                     key = leaf_keys[id(e)] = f"v{len(leaf_keys) + 1}"
                     name = getattr(e, "name", None)
                     is_param = type(e).__name__ == "Parameter" or (bool(e.requires_grad) and name is not None)
+                    g = _leaf_grad(e, grads)
+                    backward_ran = backward_ran or g is not None
                     model.nodes[key] = GNode(key, "param" if is_param else "leaf", name or "input",
-                                             tuple(e.shape), e.dtype.name, grad=_leaf_grad(e, grads))
+                                             tuple(e.shape), e.dtype.name, grad=g)
             key = node_keys[id(node)] = f"n{len(node_keys) + 1}"
             shape, dtype = _node_shape(node, output if node is root else None, grads, shapes)
             model.nodes[key] = GNode(
@@ -208,6 +233,14 @@ class GraphModel:
                 src = node_keys[id(e)] if e.__class__ is TapeNode else leaf_keys[id(e)]
                 g = grads.edge_grad(node, i) if grads is not None else None
                 model.edges.append(GEdge(src, key, i, g))
+        # A capture that saw this graph's backward leaves the nodes it did not reach "not computed"; with no
+        # capture watching, a backward that ran still went through every op: its gradients were not captured.
+        captured = any(n.grad is not None for n in model.nodes.values() if n.kind in OP_KINDS and
+                       not (n.kind == "output" and grads is None))
+        note = NOT_CAPTURED if backward_ran and not captured else NOT_COMPUTED
+        for n in model.nodes.values():
+            if n.grad is None and n.kind in OP_KINDS:
+                n.grad_note = note
         return model
 
     @staticmethod
@@ -336,11 +369,82 @@ class GraphModel:
                 return best
         return best
 
+    def elide(self, max_nodes: int) -> GraphModel:
+        """At most `max_nodes` nodes whatever the graph's shape (no modules needed): the first and last ops in
+        producer order stay, with the leaves that feed them; everything between becomes one "elided" node
+        ("… 19,800 ops …", its most common ops, the most alarming gradient among them). Edges into and out of
+        the elided part are merged. A long chain keeps its start and its end around the gap.
+        """
+        if len(self.nodes) <= max_nodes:
+            return self
+        ops = [k for k, n in self.nodes.items() if n.kind in OP_KINDS]
+        consumers: dict[str, list[str]] = {}
+        for e in self.edges:
+            consumers.setdefault(e.src, []).append(e.dst)
+        k = max(1, (max_nodes - 1) // 2)
+        while True:
+            kept = set(ops[:k]) | set(ops[-k:])
+            leaves = {key for key, n in self.nodes.items() if n.kind not in OP_KINDS and
+                      (not consumers.get(key) or any(c in kept for c in consumers[key]))}
+            total = len(kept) + len(leaves) + 1
+            if total <= max_nodes or k == 1:
+                break
+            k = max(1, min(k - 1, k * max_nodes // total - 1))
+        kept |= leaves
+        gkey = "e:1"
+        gap = GNode(gkey, "elided", "", members=0)
+        counts: dict[str, int] = {}
+        folded_leaves = 0
+        out = GraphModel(title=self.title, collapsed_depth=self.collapsed_depth)
+        target: dict[str, str] = {}
+        for n in self.nodes.values():
+            if n.key in kept:
+                out.nodes[n.key] = replace(n)
+                target[n.key] = n.key
+                continue
+            if gkey not in out.nodes:
+                out.nodes[gkey] = gap  # where the gap starts in producer order: the DOT stays in that order
+            target[n.key] = gkey
+            if n.kind in OP_KINDS:
+                gap.members += n.members
+                counts[n.label] = counts.get(n.label, 0) + n.members
+            else:
+                folded_leaves += 1
+            gap.grad = worst([gap.grad, n.grad])
+            gap.anomaly = gap.anomaly or n.anomaly
+        if gkey not in out.nodes:
+            return self
+        gap.label = f"… {gap.members:,} ops …"
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        gap.attrs = {"ops": dict(top), "leaves": folded_leaves}
+        merged: dict[tuple[str, str], GEdge] = {}
+        for e in self.edges:
+            s, d = target[e.src], target[e.dst]
+            if s == d:
+                continue
+            m = merged.get((s, d))
+            if m is None:
+                merged[(s, d)] = GEdge(s, d, e.index, e.grad, e.count)
+            else:
+                m.count += e.count
+                m.grad = worst([m.grad, e.grad])
+        out.edges = list(merged.values())
+        return out
+
+
+def _dtype_name(dtype: Any) -> str | None:
+    if dtype is None:
+        return None
+    return getattr(dtype, "name", None) or str(dtype)
+
 
 def _node_shape(node: TapeNode, output: Any, grads: GradCapture | None,
                 shapes: dict[int, tuple[tuple, str]]) -> tuple[tuple | None, str | None]:
     if output is not None:
         return tuple(output.shape), output.dtype.name
+    out_shape = getattr(node, "out_shape", None)  # recorded by the engine on every node (once it does)
+    if out_shape is not None:
+        return tuple(out_shape), _dtype_name(getattr(node, "out_dtype", None))
     if grads is not None:
         known = grads.shapes.get(node)
         if known is not None:
@@ -381,7 +485,7 @@ class GradCapture(EngineHook):
         self._depth = 0
 
     def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
-        if node is not None and not self._depth:
+        if node is not None and not self._depth and not _NODE_SHAPES:
             self.shapes[node] = (tuple(output.data.shape), output.data.dtype.name)
 
     def backward_begin(self, roots: list, create_graph: bool) -> None:
@@ -398,7 +502,11 @@ class GradCapture(EngineHook):
         self.edge_grads[node] = tuple(None if g is None else GradStat.of(g.data) for g in grad_inputs)
 
     def leaf_grad(self, variable: Any, grad: Any) -> None:
-        self.leaf_grads[id(variable)] = (weakref.ref(variable), GradStat.of(grad.data))
+        # the entry goes when the leaf dies (a long-lived capture, `keep_grads()`, must not grow without end);
+        # the callback runs at the leaf's death, before its id can be reused
+        key = id(variable)
+        self.leaf_grads[key] = (weakref.ref(variable, lambda _r, k=key, d=self.leaf_grads: d.pop(k, None)),
+                                GradStat.of(grad.data))
 
     # -- lookups ---------------------------------------------------------------------------------------------
     def node_grad(self, node: TapeNode) -> GradStat | None:
@@ -435,3 +543,40 @@ class capture_grads:  # noqa: N801 - used like a function: `with capture_grads()
 
     def __exit__(self, *exc: object) -> None:
         remove_hook(self.capture)
+
+
+_KEPT: GradCapture | None = None
+
+
+def keep_grads(on: bool = True) -> GradCapture | None:
+    """Switch on (or off) a global gradient capture: every later backward records each op's gradient norm
+    and the norms along its edges, so `render(loss, "step.svg")` after a training loop draws the last step's
+    gradients without a `capture_grads()` block. Returns the capture (None when switched off).
+
+    The capture is keyed weakly by TapeNode: it holds no graph alive and forgets a graph when it is dropped.
+    Cost while on: the engine's hook path, plus one norm per gradient in backward (one host sync per node on
+    a GPU), so leave it off in timed runs.
+
+    >>> from rtxviz import Tensor, Variable
+    >>> x = Variable.from_tensor(Tensor.from_slice([1.0, 2.0], [2]), name="x")
+    >>> _ = keep_grads()
+    >>> y = (x * 3.0).sum(); y.backward()
+    >>> round(GraphModel.from_variable(y).edges[0].grad.norm, 4)   # 3·[1, 1] flowed back to x
+    4.2426
+    >>> keep_grads(False)
+    """
+    global _KEPT
+    if on:
+        if _KEPT is None:
+            _KEPT = GradCapture()
+        add_hook(_KEPT)
+        return _KEPT
+    if _KEPT is not None:
+        remove_hook(_KEPT)
+        _KEPT = None
+    return None
+
+
+def kept_grads() -> GradCapture | None:
+    """The global capture of `keep_grads()`, or None when it is off."""
+    return _KEPT

@@ -22,6 +22,9 @@ FORMATS = {"svg": "svg", "png": "png", "pdf": "pdf", "dot": "dot", "gv": "dot"}
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_NODES = 300
 NSLIMIT = 2
+#: Jupyter's `_repr_svg_` blocks the notebook while it runs: a smaller graph and a short timeout, then the repr.
+REPR_MAX_NODES = 120
+REPR_TIMEOUT = 3.0
 
 INSTALL_HINT = (
     "graphviz's `dot` program is needed to draw graphs, and it is not installed (the `graphviz` Python package is "
@@ -70,9 +73,9 @@ def run_dot(dot_text: str, fmt: str = "svg", timeout: float = DEFAULT_TIMEOUT, n
     except subprocess.TimeoutExpired:  # subprocess.run has killed dot by now
         size = f" ({n_nodes} nodes)" if n_nodes is not None else ""
         raise RenderTimeout(
-            f"render: graphviz `dot` did not finish within {timeout:g} s{size}. Collapse module groups "
-            "(render(..., group_modules=True, max_nodes=100)), draw a smaller part of the graph, or pass a "
-            "larger timeout=..."
+            f"render: graphviz `dot` did not finish within {timeout:g} s{size}. Collapse module groups and "
+            "elide long chains with a smaller budget (render(..., group_modules=True, max_nodes=100)), draw a "
+            "smaller part of the graph, or pass a larger timeout=..."
         ) from None
     except OSError as exc:
         raise GraphvizNotFound(f"could not run {exe!r}: {exc}\n{INSTALL_HINT}") from None
@@ -82,17 +85,20 @@ def run_dot(dot_text: str, fmt: str = "svg", timeout: float = DEFAULT_TIMEOUT, n
     return proc.stdout
 
 
-def prepare(model: GraphModel, group_modules: bool = True, max_nodes: int = DEFAULT_MAX_NODES) -> GraphModel:
-    """Collapse module groups until the model has at most `max_nodes` nodes (only when grouping modules)."""
-    if group_modules and len(model) > max_nodes:
-        return model.fit(max_nodes)
-    return model
+def prepare(model: GraphModel, group_modules: bool = True, max_nodes: int | None = DEFAULT_MAX_NODES) -> GraphModel:
+    """At most `max_nodes` nodes (None: no limit): module groups collapse first (when grouping modules), then
+    the middle of what is still too big is elided into one "… N ops …" node (any graph, modules or not)."""
+    if max_nodes is None or len(model) <= max_nodes:
+        return model
+    if group_modules:
+        model = model.fit(max_nodes)
+    return model.elide(max_nodes)
 
 
 def render_model(model: GraphModel, fmt: str = "svg", show_grads: bool = True, show_saved: bool = False,
-                 show_attrs: bool = False, group_modules: bool = True, max_nodes: int = DEFAULT_MAX_NODES,
+                 show_attrs: bool = False, group_modules: bool = True, max_nodes: int | None = DEFAULT_MAX_NODES,
                  timeout: float = DEFAULT_TIMEOUT, **dot_options: Any) -> bytes:
-    """DOT from `model` (collapsed to `max_nodes` when grouping) run through `dot`; `fmt` "dot" skips graphviz."""
+    """DOT from `model` (cut to `max_nodes`, see `prepare`) run through `dot`; `fmt` "dot" skips graphviz."""
     model = prepare(model, group_modules, max_nodes)
     text = to_dot(model, show_grads=show_grads, show_saved=show_saved, show_attrs=show_attrs,
                   group_modules=group_modules, **dot_options)
@@ -101,17 +107,18 @@ def render_model(model: GraphModel, fmt: str = "svg", show_grads: bool = True, s
     return run_dot(text, fmt, timeout=timeout, n_nodes=len(model))
 
 
-def svg_or_none(obj: Any, timeout: float = 10.0) -> str | None:
-    """SVG text for Jupyter's `_repr_svg_`: None (plain repr instead) for leaves or when `dot` is missing/slow."""
+def svg_or_none(obj: Any, timeout: float = REPR_TIMEOUT, max_nodes: int = REPR_MAX_NODES) -> str | None:
+    """SVG text for Jupyter's `_repr_svg_`: None (plain repr instead) for leaves or when `dot` is missing/slow.
+    The graph is cut to `max_nodes` (collapsed modules, elided chains) so it lays out well within `timeout`."""
     from .graph_model import GraphModel as _GM
 
+    if find_dot() is None:
+        return None
     if not isinstance(obj, _GM):
         if getattr(obj, "_node", None) is None:
             return None
         obj = _GM.from_variable(obj)
-    if find_dot() is None:
-        return None
     try:
-        return render_model(obj, "svg", timeout=timeout).decode("utf-8")
+        return render_model(obj, "svg", timeout=timeout, max_nodes=max_nodes).decode("utf-8")
     except RtxvizError:
         return None

@@ -93,3 +93,65 @@ def test_report_is_emitted_as_an_event():
     assert ev["unused"] == ["unused"]
     row = next(r for r in ev["params"] if r["name"] == "fc2.weight")
     assert row["grad_norm"] == pytest.approx(5.0)
+
+
+def test_optimizer_alone_says_how_to_get_update_ratios():
+    net = _net()
+    opt = optim.SGD(net.parameters(), lr=0.1)
+    opt.zero_grad()
+    net(X).sum().backward()
+    opt.step()
+    rep = grad_report(net, optimizer=opt)
+    assert rep.optimizer == "SGD"
+    assert all(r.update_ratio is None for r in rep.params)  # the values before the step are gone
+    text = rep.text()
+    assert ("update ratio ‖Δ‖/‖p‖: pass before=grad_report.snapshot(model) taken before opt.step(), or use "
+            "`with grad_report.track(model, opt) as rep:`") in text
+    assert "dead ReLU units: not watched" in text and "grad_report.relu_monitor()" in text
+    assert grad_report.snapshot is snapshot and grad_report.relu_monitor is relu_monitor
+    # the hinted pair works as written
+    snap = grad_report.snapshot(net)
+    opt.step()  # same gradients: fc2.bias moves by -0.1·2 again
+    rep = grad_report(net, optimizer=opt, before=snap)
+    assert rep.row("fc2.bias").update_norm == pytest.approx(0.2, rel=1e-6)
+    assert "update ratio ‖Δ‖/‖p‖: pass" not in rep.text()
+
+
+def test_track_around_a_whole_loop_reports_the_last_sgd_step():
+    net = _net()
+    opt = optim.SGD(net.parameters(), lr=0.1)
+    with grad_report.track(net, opt) as rep:
+        for _ in range(2):
+            opt.zero_grad()
+            net(X).sum().backward()
+            opt.step()
+    # by hand, step 1 (see EXPECTED): W1 = [[0.6, -0.3], [-0.4, 0.7], [-1, -1]], b1 = [-0.2, -0.2, -10],
+    # W2 = [0.6, 0.7, 1.0], b2 = -0.2. Step 2: pre = [[-0.2, 0.8, -13], [1.3, -0.7, -14]],
+    # h = [[0, 0.8, 0], [1.3, 0, 0]]: dL/dW2 = [1.3, 0.8, 0], dL/db2 = 2.
+    assert rep.row("fc2.weight").grad_norm == pytest.approx(math.sqrt(1.69 + 0.64), rel=1e-5)
+    # Δ(W2) = -0.1·[1.3, 0.8, 0] -> W2 = [0.47, 0.62, 1.0]
+    assert rep.row("fc2.weight").update_norm == pytest.approx(0.1 * math.sqrt(2.33), rel=1e-5)
+    assert rep.row("fc2.weight").update_ratio == pytest.approx(
+        0.1 * math.sqrt(2.33) / math.sqrt(0.47 ** 2 + 0.62 ** 2 + 1.0), rel=1e-5)
+    assert rep.row("fc2.bias").update_ratio == pytest.approx(0.2 / 0.4, rel=1e-5)  # b2: -0.2 -> -0.4
+    assert rep.dead_fraction("model.act") == pytest.approx(1 / 3)  # unit 2 dead in the last forward
+    assert rep.optimizer == "SGD" and rep.unused == ["unused"]
+    assert "update ratio ‖Δ‖/‖p‖: pass" not in rep.text() and "not watched" not in rep.text()
+
+
+def test_track_without_optimizer_watches_any_step_and_hand_updates():
+    net = _net()
+    opt = optim.SGD(net.parameters(), lr=0.1)
+    with grad_report.track(net) as rep:
+        opt.zero_grad()
+        net(X).sum().backward()
+        opt.step()
+    assert rep.optimizer == "SGD"
+    assert rep.row("fc2.bias").update_ratio == pytest.approx(0.2 / 0.2, rel=1e-5)  # b2: 0 -> -0.2
+    net = _net()
+    with grad_report.track(net) as rep:
+        net(X).sum().backward()
+        for p in net.parameters():
+            if p.grad is not None:
+                p.data -= 0.5 * p.grad.data  # by hand: measured against the values at entry
+    assert rep.row("fc1.bias").update_norm == pytest.approx(0.5 * math.sqrt(8.0), rel=1e-6)
