@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 from . import hooks as _hooks
 from . import memory as _memory
@@ -148,6 +151,57 @@ def _checksum(array: Any) -> tuple[float, tuple]:
     return total, tuple(float(v) for v in flat[::step][:8].tolist())
 
 
+_PLAIN = (int, float, bool, str, complex, type(None), type(Ellipsis), np.generic, np.dtype, type)
+
+
+def _plain(v: Any, depth: int = 0) -> bool:
+    """A value `==` compares cheaply and exactly: Python scalars, strings, dtypes, and tuples/lists/slices of
+    them (arrays, Tensors and op-private objects are not: their values are covered by the shape/value checks)."""
+    if isinstance(v, _PLAIN):
+        return True
+    if depth < 3:
+        if type(v) in (tuple, list):
+            return all(_plain(e, depth + 1) for e in v)
+        if type(v) is slice:
+            return _plain(v.start, depth + 1) and _plain(v.stop, depth + 1) and _plain(v.step, depth + 1)
+    return False
+
+
+def _attr_sig(attrs: Any) -> dict | None:
+    """The plain-valued attrs of an op (e.g. the 3.0 of ``h * 3.0``, a dim, a reduction), or None when none."""
+    if not attrs:
+        return None
+    out = {k: v for k, v in attrs.items() if _plain(v)}
+    return out or None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) in (tuple, list) and type(b) is type(a):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    try:
+        if a == b:
+            return True
+    except (TypeError, ValueError):  # pragma: no cover - plain values compare
+        return False
+    return a != a and b != b  # both NaN
+
+
+def _attrs_differ(before: dict | None, after: dict | None) -> tuple | None:
+    """(key, original value, recomputed value) of the first attr that differs, or None."""
+    if before is after:
+        return None
+    before, after = before or {}, after or {}
+    for key in (*before, *(k for k in after if k not in before)):
+        a, b = before.get(key, _MISSING), after.get(key, _MISSING)
+        if a is _MISSING or b is _MISSING or not _same(a, b):
+            return key, a, b
+    return None
+
+
+def _fmt_attr(v: Any) -> str:
+    return "<not a Python scalar>" if v is _MISSING else repr(v)
+
+
 def _close(a: float, b: float, dtype: Any) -> bool:
     if a == b or (a != a and b != b):  # equal, or both NaN
         return True
@@ -158,9 +212,76 @@ def _close(a: float, b: float, dtype: Any) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
 
 
+# SELECTIVE swaps a kept op's forward for one call. Op forwards are class attributes shared by every thread, so the
+# swap is a dispatcher installed on the Op class (while any segment needs it) that consults per-thread one-shot
+# overrides: other threads' calls of the op run the original forward, untouched.
+_LOCAL = threading.local()
+_PATCH_LOCK = threading.Lock()
+_INSTALLED: dict[Any, list] = {}  # op class -> [its own "forward" entry (or _MISSING), pending overrides (all threads)]
+
+
+def _overrides() -> dict:
+    d = getattr(_LOCAL, "overrides", None)
+    if d is None:
+        d = _LOCAL.overrides = {}
+    return d
+
+
+def _dispatcher(op: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+    def forward(ctx: Any, *arrays: Any) -> Any:
+        pending = getattr(_LOCAL, "overrides", None)
+        if pending:
+            stack = pending.get(op)
+            if stack:
+                fn = stack.pop()
+                _release(op)
+                return fn(ctx, arrays, forward)  # `forward` again: the next override down, or the original
+        return original(ctx, *arrays)
+
+    forward.__wrapped__ = original  # what a graph-cache capture records instead of this dispatcher
+    return forward
+
+
+def _push_override(op: Any, fn: Callable[..., Any]) -> None:
+    _overrides().setdefault(op, []).append(fn)
+    with _PATCH_LOCK:
+        entry = _INSTALLED.get(op)
+        if entry is not None:
+            entry[1] += 1
+            return
+        own = op.__dict__.get("forward", _MISSING)
+        _INSTALLED[op] = [own, 1]
+        op.forward = staticmethod(_dispatcher(op, op.forward))
+
+
+def _release(op: Any) -> None:
+    with _PATCH_LOCK:
+        entry = _INSTALLED[op]
+        entry[1] -= 1
+        if entry[1]:
+            return
+        del _INSTALLED[op]
+        if entry[0] is _MISSING:
+            if "forward" in op.__dict__:
+                delattr(op, "forward")
+        else:
+            op.forward = entry[0]
+
+
+def _drop_override(op: Any, fn: Callable[..., Any]) -> None:
+    """Withdraw an override that was never consumed (the op's forward did not run after its preprocess)."""
+    stack = _overrides().get(op)
+    if stack and fn in stack:
+        stack.remove(fn)
+        _release(op)
+
+
 class _Segment(_hooks.EngineHook):
     """Watches every op of one segment: records a signature per op on the forward, checks it on the recompute,
-    discovers the Variables read from outside, and (SELECTIVE) stores / replays the kept ops' outputs."""
+    discovers the Variables read from outside, and (SELECTIVE) stores / replays the kept ops' outputs.
+
+    Hooks are global, so it listens only to the thread that runs the segment (recorded by `start`, once for the
+    forward and once for the recompute, which may run in another thread): other threads' ops are no part of it."""
 
     name = "checkpoint"
 
@@ -169,20 +290,24 @@ class _Segment(_hooks.EngineHook):
         self.check = check
         self.keep = keep
         self.replay = False
-        self.sigs: list[tuple] = []
+        self.thread = threading.get_ident()
+        self.sigs: list[list] = []        # per op: [name, input shapes, output shape, dtype, checksum, attrs]
         self.kept: dict[int, list] = {}   # op index -> [output array, ctx.state]
         self.externals: dict[int, Variable] = {}
         self.index = 0
         self.pending: list[tuple[int, Any]] = []
-        self.restores: list[Callable[[], None]] = []
+        self.overrides: list[tuple[Any, Callable[..., Any]]] = []  # SELECTIVE overrides not yet consumed
 
     def start(self, replay: bool) -> None:
         self.replay = replay
+        self.thread = threading.get_ident()
         self.index = 0
         self.pending = []
 
     # the hook interface
     def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
+        if threading.get_ident() != self.thread:
+            return
         idx = self.index
         self.index += 1
         self.pending.append((idx, op))
@@ -191,7 +316,8 @@ class _Segment(_hooks.EngineHook):
             for t in inputs:
                 if t._is_var and t.requires_grad:
                     self.externals.setdefault(id(t), t)
-            self.sigs.append([op.name, in_shapes, None, None, None])
+            self.sigs.append([op.name, in_shapes, None, None, None,
+                              _attr_sig(attrs) if self.check != "none" else None])
             if self.keep is not None and self.keep(op.name):
                 self._patch(op, idx, capture=True)
             return
@@ -200,24 +326,34 @@ class _Segment(_hooks.EngineHook):
                 f"checkpoint segment {self.id}: the recomputation ran op #{idx} ({op.name}) but the original forward "
                 f"ran only {len(self.sigs)} ops; the segment's function must do the same work every time it is called"
             )
-        name, shapes = self.sigs[idx][0], self.sigs[idx][1]
+        sig = self.sigs[idx]
+        name, shapes = sig[0], sig[1]
         if op.name != name:
             raise CheckpointError(
                 f"checkpoint segment {self.id}: recomputed op #{idx} is {op.name}, the original forward ran {name} "
                 "there (the segment's function took a different path on recomputation)"
             )
-        if self.check != "none" and in_shapes != shapes:
-            raise CheckpointError(
-                f"checkpoint segment {self.id}: recomputed op #{idx} ({name}) got inputs of shapes "
-                f"{_fmt_shapes(in_shapes)}, the original forward gave it {_fmt_shapes(shapes)}"
-            )
+        if self.check != "none":
+            if in_shapes != shapes:
+                raise CheckpointError(
+                    f"checkpoint segment {self.id}: recomputed op #{idx} ({name}) got inputs of shapes "
+                    f"{_fmt_shapes(in_shapes)}, the original forward gave it {_fmt_shapes(shapes)}"
+                )
+            diff = _attrs_differ(sig[5], _attr_sig(attrs))
+            if diff is not None:
+                key, was, now = diff
+                raise CheckpointError(
+                    f"checkpoint segment {self.id}: recomputed op #{idx} ({name}) has attr {key}={_fmt_attr(now)}, "
+                    f"the original forward had {key}={_fmt_attr(was)} (a Python value the segment's function reads, "
+                    "such as a closure variable, changed between the forward and the backward)"
+                )
         if idx in self.kept:
             self._patch(op, idx, capture=False)
 
     def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
         if node is not None and not isinstance(node.op, type):
             return  # a record_operation node (a nested checkpoint, a BackwardFunction): not an op of apply
-        if not self.pending:
+        if not self.pending or threading.get_ident() != self.thread:
             return
         idx, _op = self.pending.pop()
         data = output.data
@@ -259,37 +395,29 @@ class _Segment(_hooks.EngineHook):
                 f"{len(self.sigs)}; the segment's function must do the same work every time it is called"
             )
 
-    # SELECTIVE: swap the op's forward for one call, to capture its state or to replay the kept output.
+    # SELECTIVE: the op's next forward in this thread captures its output and state, or replays the kept ones.
     def _patch(self, op: Any, idx: int, capture: bool) -> None:
-        own = op.__dict__.get("forward", _MISSING)
-        original = op.forward
         kept = self.kept
+        overrides = self.overrides
 
-        def restore() -> None:
-            if own is _MISSING:
-                if "forward" in op.__dict__:
-                    delattr(op, "forward")
-            else:
-                op.forward = own
-            if restore in self.restores:
-                self.restores.remove(restore)
-
-        def forward(ctx: Any, *arrays: Any) -> Any:
-            restore()
+        def forward(ctx: Any, arrays: tuple, call_next: Callable[..., Any]) -> Any:
+            overrides.remove(entry)
             if capture:
-                out = original(ctx, *arrays)
+                out = call_next(ctx, *arrays)
                 kept[idx] = [out, ctx.state]
                 return out
             out, state = kept[idx]
             ctx.state = state
             return out
 
-        self.restores.append(restore)
-        op.forward = staticmethod(forward)
+        entry = (op, forward)
+        overrides.append(entry)
+        _push_override(op, forward)
 
     def restore_all(self) -> None:
-        for restore in reversed(list(self.restores)):
-            restore()
+        for op, fn in reversed(list(self.overrides)):
+            _drop_override(op, fn)
+        self.overrides.clear()
 
 
 def _fmt_shapes(shapes: tuple) -> str:

@@ -23,7 +23,8 @@ True
 
 What a replay can and cannot see is in docs/graph_cache.md. In short: values flow in through the inputs,
 parameters (leaf Variables that require grad, read afresh on each replay, so optimizer steps are fine),
-constant tensors that existed before the capture (read by reference), and Python scalars (baked in). Anything
+constant tensors that existed before the capture (read by reference), and Python scalars (baked in). The training
+flag and structure of every nn.Module fn called are checked on each replay (a change is a miss). Anything
 else a captured function computes outside the engine's ops makes the capture refuse with `GraphCacheError`
 instead of replaying a stale value.
 """
@@ -31,6 +32,7 @@ instead of replaying a stale value.
 from __future__ import annotations
 
 import gc
+import weakref
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
@@ -140,6 +142,7 @@ class _Capture(_hooks.EngineHook):
         self.refusals: list[str] = []
         self.in_objs = {id(t): j for j, t in enumerate(inputs)}
         self.in_arrays = {id(t.data): j for j, t in enumerate(inputs)}
+        self.modules: dict[int, tuple] = {}  # id(module) -> (module, training at its first call)
         self.thread = get_ident()
         self._snapshot()
 
@@ -356,6 +359,8 @@ class _Capture(_hooks.EngineHook):
             self.guard(fields["how"], fields["tensor"])
         elif kind == "leaf_grad_accumulated":
             self.accumulated(fields["leaf"], fields["grad"], fields["create_graph"])
+        elif kind == "module_call":
+            self.module_call(fields["module"], fields["training"])
 
     # -- trace events (hooks.TRACE_KINDS) ----------------------------------------------------------------------
     def constant(self, t: Tensor) -> None:
@@ -397,6 +402,33 @@ class _Capture(_hooks.EngineHook):
         if target[0] != _BAD and leaf.grad is not None:
             self.keep.append(leaf.grad)
             self.grad_objs[id(leaf.grad)] = target
+
+    def module_call(self, module: Any, training: bool) -> None:
+        """A Module was called (nn.Module.__call__): its training flag chose the Python path fn took (dropout on
+        or off), so a replay is valid only while the flag and the module's structure stay as they were."""
+        seen = self.modules.get(id(module))
+        if seen is None:
+            # setdefault: a module built without Module.__init__ (unpickled from an old file) gets a version now
+            self.modules[id(module)] = (module, training, module.__dict__.setdefault("_version", 0))
+        elif seen[1] != training:
+            self.refuse(f"module {_module_name(module)} was called in both training and eval mode inside fn; a "
+                        "replay does not repeat mode switches (set the mode outside the cached function)")
+
+    def module_sig(self) -> tuple:
+        """Per module fn called: (weakref, training, structure version, name). Refuses a module whose mode or
+        structure fn itself changed (a replay would not repeat that)."""
+        out = []
+        for module, training, version in self.modules.values():
+            d = module.__dict__
+            if d.get("training") != training:
+                self.refuse(f"fn switched module {_module_name(module)} to {_mode(d.get('training'))} mode after "
+                            f"calling it in {_mode(training)} mode; a replay does not repeat mode switches (set "
+                            "the mode outside the cached function)")
+            if d.get("_version") != version:
+                self.refuse(f"fn assigned a parameter, buffer, child module or tensor attribute of module "
+                            f"{_module_name(module)} after calling it; a replay would not repeat that")
+            out.append((weakref.ref(module), training, version, _module_name(module)))
+        return tuple(out)
 
     def guard(self, how: str, t: Any) -> None:
         i = id(t.data)
@@ -498,7 +530,8 @@ class _Codegen:
                 _, k, op, attrs, tpl, in_refs, m, zero_d = ins
                 args = ", ".join(self.ref(r) for r in in_refs)
                 a = self.attr(tpl, attrs) if tpl is not None else self.glob(attrs, "A")
-                f = self.glob(op.forward, "F")
+                fwd = op.forward  # a SELECTIVE checkpoint's per-thread dispatcher, if installed, is not baked in
+                f = self.glob(getattr(fwd, "__wrapped__", fwd), "F")
                 ctx_line[k] = len(body)
                 body.append(f"c{k} = _new(_C); c{k}.attrs = {a}; c{k}.state = None")
                 body.append(f"s{m} = {f}(c{k}, {args})")
@@ -576,6 +609,19 @@ class _Codegen:
         return out
 
 
+def _module_name(module: Any) -> str:
+    path = module.__dict__.get("_path")
+    return f"{path} ({type(module).__name__})" if path else type(module).__name__
+
+
+def _mode(training: Any) -> str:
+    return "training" if training else "eval"
+
+
+def _modules_key(modules: tuple) -> tuple:
+    return tuple((id(ref()), training, version) for ref, training, version, _ in modules)
+
+
 def _mkobj(cls: type, fields: tuple) -> Any:
     obj = object.__new__(cls)
     for name, value in fields:
@@ -602,9 +648,12 @@ class CachedGraph:
     """
 
     def __init__(self, fn: Callable, key: tuple, signature: tuple, program: Callable, params: list,
-                 refs: list, ops: int, grad_enabled: bool, hook_ids: tuple, user_key: Any) -> None:
+                 refs: list, ops: int, grad_enabled: bool, hook_ids: tuple, user_key: Any,
+                 modules: tuple = ()) -> None:
         self.fn = fn
-        self.key = key
+        self.base_key = key
+        self.modules = modules  # (weakref(module), training, structure version, name) per module fn called
+        self.key = (*key, _modules_key(modules))
         self.signature = signature
         self.input_shapes = tuple(s[0] for s in signature)
         self.ops = ops
@@ -660,7 +709,29 @@ class CachedGraph:
                    f"{'on' if self._grad_enabled else 'off'}"
         if _hook_ids() != self._hook_ids:
             return "the attached engine hooks differ from those at capture (a replay runs no per-op hooks)"
+        return self._modules_changed()
+
+    def _modules_changed(self) -> str | None:
+        """Why a module fn called no longer is as it was at capture (None when every one is)."""
+        for ref, training, version, name in self.modules:
+            m = ref()
+            if m is None:
+                return f"module {name}, called by fn at capture, no longer exists"
+            d = m.__dict__
+            if d["training"] != training:
+                return f"module {name} is in {_mode(d['training'])} mode, captured in {_mode(training)} mode"
+            if d["_version"] != version:
+                return (f"module {name} had a parameter, buffer, child module or tensor attribute assigned since "
+                        "the capture (a replay would still use the old objects)")
         return None
+
+    def _stale(self) -> bool:
+        """True when this graph can never fit again (a module it called died or changed its structure)."""
+        for ref, _, version, _ in self.modules:
+            m = ref()
+            if m is None or m.__dict__["_version"] != version:
+                return True
+        return False
 
     def _fits(self, inputs: tuple) -> bool:
         # The fast path of validation: exact shapes/dtypes of inputs and parameters, grad mode, hooks.
@@ -687,6 +758,13 @@ class CachedGraph:
                 return False
         if STATE.enabled is not self._grad_enabled:
             return False
+        for ref, training, version, _ in self.modules:
+            m = ref()
+            if m is None:
+                return False
+            d = m.__dict__
+            if d["training"] is not training or d["_version"] != version:
+                return False
         return not (_hooks.ACTIVE or self._hook_ids) or _hook_ids() == self._hook_ids
 
     def execute(self, *inputs: Any, params: Any = None) -> Any:
@@ -738,15 +816,49 @@ class _Cache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.graphs: OrderedDict[tuple, CachedGraph] = OrderedDict()
+        # base key (fn, signature, grad mode, hooks, key=, params=) -> keys of its variants, one per state of
+        # the modules fn called (training / eval graphs of one step live side by side).
+        self.by_base: dict[tuple, list[tuple]] = {}
         self.hits = self.misses = self.evictions = self.captures = self.refusals = 0
 
     def insert(self, graph: CachedGraph) -> None:
-        self.graphs.pop(graph.key, None)
+        self.remove(graph.key)
         self.graphs[graph.key] = graph
+        self.by_base.setdefault(graph.base_key, []).append(graph.key)
         while len(self.graphs) > self.capacity:
-            _, old = self.graphs.popitem(last=False)
+            old = self.graphs[next(iter(self.graphs))]
+            self.remove(old.key)
             self.evictions += 1
             _emit("evict", old)
+
+    def remove(self, key: tuple) -> CachedGraph | None:
+        graph = self.graphs.pop(key, None)
+        if graph is not None:
+            keys = self.by_base.get(graph.base_key)
+            if keys is not None:
+                keys.remove(key)
+                if not keys:
+                    del self.by_base[graph.base_key]
+        return graph
+
+    def lookup(self, base: tuple) -> tuple[CachedGraph | None, str | None]:
+        """The variant of `base` whose modules are as they were at its capture, else (None, why the most recent
+        one does not fit). Variants that can never fit again (a module died or changed structure) are dropped."""
+        keys = self.by_base.get(base)
+        if not keys:
+            return None, None
+        why = None
+        for key in reversed(list(keys)):
+            graph = self.graphs[key]
+            reason = graph._modules_changed()
+            if reason is None:
+                self.graphs.move_to_end(key)
+                return graph, None
+            why = why or reason
+            if graph._stale():
+                self.remove(key)
+                _emit("evict", graph, why=reason)
+        return None, why
 
 
 _CACHE = _Cache(1024)
@@ -810,6 +922,7 @@ def _capture(fn: Callable, inputs: tuple, user_key: Any, params: Any = None) -> 
     finally:
         _hooks.remove_hook(cap)
     cap.audit()
+    modules = cap.module_sig()
     if pids is not None:
         allowed = set(pids)
         for p in cap.params:
@@ -829,7 +942,7 @@ def _capture(fn: Callable, inputs: tuple, user_key: Any, params: Any = None) -> 
     program = _Codegen(cap).build(out_tpl, result, len(inputs))
     key = _make_key(fn, signature, user_key, pids)
     graph = CachedGraph(fn, key, signature, program, cap.params, cap.refs, cap.n_ops, grad_enabled, hook_ids,
-                        user_key)
+                        user_key, modules)
     graph.param_ids = pids
     _CACHE.captures += 1
     _CACHE.insert(graph)
@@ -870,6 +983,7 @@ def get_cached_graph(input_shape: Any, fn: Callable | None = None, key: Any = No
         want = tuple(tuple(s[0]) if s and isinstance(s[0], tuple | list) else tuple(s) for s in want)
         sig = tuple(input_shape)
     hooks_now, grad_now = _hook_ids(), STATE.enabled
+    fallback = None  # fits but for the state of its modules: returned when nothing fits fully (execute says why)
     for graph in reversed(_CACHE.graphs.values()):
         if fn is not None and graph.fn is not fn:
             continue
@@ -886,8 +1000,13 @@ def get_cached_graph(input_shape: Any, fn: Callable | None = None, key: Any = No
                 continue
         elif not graph.input_shapes or graph.input_shapes[0] != want:
             continue
+        if graph.modules and graph._modules_changed() is not None:
+            fallback = fallback or graph
+            continue
         _CACHE.graphs.move_to_end(graph.key)
         return graph
+    if fallback is not None:
+        return fallback
     _CACHE.misses += 1
     _emit("miss", None, shape=want)
     return None
@@ -908,11 +1027,13 @@ def run_cached(fn: Callable, *inputs: Any, key: Any = None, params: Any = None) 
         signature = tuple(_sig_of(t) for t in inputs)
     except AttributeError:
         raise GraphCacheError("run_cached: inputs must be Tensors or leaf Variables") from None
-    graph = _CACHE.graphs.get(_make_key(fn, signature, key, _param_ids(params)))
+    graph, why = _CACHE.lookup(_make_key(fn, signature, key, _param_ids(params)))
     if graph is not None:
-        _CACHE.graphs.move_to_end(graph.key)
         return graph.execute(*inputs)
     _CACHE.misses += 1
-    _emit("miss", None, fn=getattr(fn, "__qualname__", None))
+    if why is None:
+        _emit("miss", None, fn=getattr(fn, "__qualname__", None))
+    else:
+        _emit("miss", None, fn=getattr(fn, "__qualname__", None), why=why)
     return _capture(fn, inputs, key, params)[1]
 

@@ -33,7 +33,10 @@ TRACING: list[EngineHook] = []
 #:   "__bool__", "__float__", "__int__", "__array__"); printing a tensor is not reported.
 #: - ``leaf_grad_accumulated(leaf, grad, create_graph)``: `grad` (the contribution the `leaf_grad` hook method
 #:   was just called with) has been added into ``leaf.grad``; between the two calls only that accumulation ran.
-TRACE_KINDS = frozenset({"constant", "seed_grad", "value_read", "leaf_grad_accumulated"})
+#: - ``module_call(module, training)``: `nn.Module.__call__` is about to run `module.forward` (`training` is the
+#:   module's flag at that moment); the graph cache's capture uses it to check each module's mode and
+#:   `structure_version` on replay.
+TRACE_KINDS = frozenset({"constant", "seed_grad", "value_read", "leaf_grad_accumulated", "module_call"})
 
 
 class EngineHook:
@@ -47,7 +50,8 @@ class EngineHook:
     """
 
     name = "hook"
-    #: Also receive the trace events (constant, seed_grad, value_read, leaf_grad_accumulated) through `event`.
+    #: Also receive the trace events (constant, seed_grad, value_read, leaf_grad_accumulated, module_call)
+    #: through `event`.
     traces = False
 
     def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None: ...

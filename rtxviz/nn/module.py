@@ -17,17 +17,23 @@ attached to a module whose path is already known), not on every call.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from ..engine import hooks as _hooks
 from ..engine.errors import DTypeError, RtxvizError
 from ..engine.graph import module_scope
 from ..engine.tensor import Tensor
 from ..engine.variable import Variable
 
 ROOT_NAME = "model"
+
+# Structure versions: one global counter, so a version never comes back (a graph captured against an old
+# structure can never match again, even if the module's registries are restored to the same objects).
+_STRUCTURE_VERSIONS = itertools.count(1)
 
 
 class Parameter(Variable):
@@ -85,6 +91,25 @@ class Module:
         d["_buffers"] = {}
         d["training"] = True
         d["_path"] = None
+        d["_version"] = next(_STRUCTURE_VERSIONS)
+
+    @property
+    def structure_version(self) -> int:
+        """A number that changes whenever a parameter, buffer, child module or Tensor attribute of this module is
+        assigned (or removed). A captured graph (`rtxviz.engine.graph_cache`) records it for every module it
+        called and misses when it changed, since a replay would still read the old objects.
+
+        >>> from rtxviz.nn import Linear
+        >>> lin = Linear(2, 2)
+        >>> v = lin.structure_version
+        >>> lin.weight = Parameter(Tensor.zeros([2, 2]))
+        >>> lin.structure_version != v
+        True
+        """
+        return self.__dict__["_version"]
+
+    def _bump(self) -> None:
+        self.__dict__["_version"] = next(_STRUCTURE_VERSIONS)
 
     # -- attribute registration -----------------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -92,6 +117,10 @@ class Module:
         if "_parameters" not in d:
             raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning attributes")
         params, modules, buffers = d["_parameters"], d["_modules"], d["_buffers"]
+        if isinstance(value, Tensor | Module) or name in params or name in modules or name in buffers \
+                or isinstance(d.get(name), Tensor):
+            # What a captured graph reads by identity changed: parameters, buffers, children, tensor attributes.
+            d["_version"] = next(_STRUCTURE_VERSIONS)
         if isinstance(value, Parameter):
             modules.pop(name, None)
             buffers.pop(name, None)
@@ -133,13 +162,17 @@ class Module:
         for registry in (self._parameters, self._modules, self._buffers):
             if name in registry:
                 del registry[name]
+                self._bump()
                 return
+        if isinstance(self.__dict__.get(name), Tensor):
+            self._bump()
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Add a parameter (or a None placeholder, e.g. a disabled bias) under `name`."""
         if param is None:
             self._parameters[name] = None
+            self._bump()
         else:
             setattr(self, name, param)
 
@@ -147,10 +180,12 @@ class Module:
         """A non-trainable tensor that belongs to the module's state (saved, moved by `to`)."""
         self.__dict__.pop(name, None)
         self._buffers[name] = tensor
+        self._bump()
 
     def add_module(self, name: str, module: Module | None) -> None:
         if module is None:
             self._modules[name] = None
+            self._bump()
         else:
             setattr(self, name, module)
 
@@ -187,10 +222,14 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__}: implement forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        path = self.__dict__["_path"]
+        d = self.__dict__
+        path = d["_path"]
         if path is None:
             self._assign_paths(ROOT_NAME)
-            path = self.__dict__["_path"]
+            path = d["_path"]
+        if _hooks.TRACING:
+            # For tracers (the graph cache's capture): which modules ran, in which mode, with which structure.
+            _hooks.trace("module_call", module=self, training=d["training"])
         restore = module_scope(path)
         try:
             return self.forward(*args, **kwargs)
@@ -294,7 +333,10 @@ class Module:
         for mod in self.modules():
             for name, b in mod._buffers.items():
                 if b is not None:
-                    mod._buffers[name] = b.to(device, dtype if b.data.dtype.kind == "f" else None)
+                    nb = b.to(device, dtype if b.data.dtype.kind == "f" else None)
+                    if nb is not b:
+                        mod._buffers[name] = nb
+                        mod._bump()
         return self
 
     def cpu(self) -> Module:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import rtxviz
-from rtxviz import EngineHook, GraphError, Variable, no_grad
+from rtxviz import EngineHook, GraphError, Tensor, Variable, no_grad
 from rtxviz.engine import memory_stats, reset_peak_memory_stats
 from rtxviz.engine.checkpoint import (
     CheckpointError,
@@ -328,29 +328,123 @@ def test_shape_mismatch_names_the_op() -> None:
 
     def seg2(t: Variable) -> Variable:
         calls["n"] += 1
-        return t.exp().sum(dim=0 if calls["n"] == 3 else 1).relu()  # same input, other output shape
+        rows = np.arange(3 if calls["n"] == 3 else 2)  # an array index: not an attr the check compares
+        return t.exp()[rows].relu()  # same input, other output shape
 
     y = checkpoint(seg2, x)
-    expected = r"op #1 \(sum\) produced shape \(4,\), the original forward produced \(8,\)"
+    expected = r"op #1 \(getitem\) produced shape \(2, 8\), the original forward produced \(3, 8\)"
     with pytest.raises(CheckpointError, match=expected):
         y.sum().backward()
 
 
 def test_value_mismatch_detected_only_when_asked() -> None:
-    state = {"shift": 0.0}
+    shift = Tensor(np.zeros(2))  # a constant tensor the segment reads, changed in place between the two runs
 
     def seg(t: Variable) -> Variable:
-        state["shift"] += 1.0
-        return (t + state["shift"]).exp()
+        shift.data += 1.0
+        return (t + shift).exp()
 
     x = var([0.5, 1.5])
     y = checkpoint(seg, x, determinism_check="values")
-    with pytest.raises(CheckpointError, match=r"op #0 \(add_scalar\) produced different values: sum 6.0"):
+    with pytest.raises(CheckpointError, match=r"op #0 \(add\) produced different values: sum 6.0"):
         y.sum().backward()
-    y = checkpoint(seg, x)  # default: shapes and dtypes only; this silent difference is not caught
+    y = checkpoint(seg, x)  # default: shapes, dtypes and Python attrs only; in-place data changes are not caught
     y.sum().backward()
     with pytest.raises(ValueError, match="determinism_check"):
         checkpoint(seg, x, determinism_check="bogus")
+
+
+def test_changed_python_scalar_is_caught_by_the_default_check() -> None:
+    k = 1.0
+    h = var([1.0, 2.0])
+    y = checkpoint(lambda t: t * k, h)  # mul_scalar with attr value=1.0
+    k = 2.0  # changed before backward: the recompute would run t * 2.0 (gradient 2, eager gives 1)
+    with pytest.raises(CheckpointError, match=r"op #0 \(mul_scalar\) has attr value=2.0, the original forward had "
+                                              r"value=1.0"):
+        y.sum().backward()
+    assert h.grad is None
+    k = 1.0
+    y = checkpoint(lambda t: (t * k).sum(dim=0), h)
+    y.backward()
+    np.testing.assert_array_equal(h.grad.numpy(), [1.0, 1.0])  # unchanged: exact, no error
+    h.zero_grad()
+    y = checkpoint(lambda t: t * k, h, determinism_check="none")
+    k = 3.0
+    y.sum().backward()  # "none" checks only the op order: the changed scalar goes through
+    np.testing.assert_array_equal(h.grad.numpy(), [3.0, 3.0])
+
+
+def test_selective_checkpoint_ignores_other_threads_ops() -> None:
+    """A second thread hammers matmul while a SELECTIVE(matmul) checkpoint runs its forward and recompute: the
+    segment neither counts nor patches that thread's ops, its gradients stay exact, and the other thread's
+    products stay right (it never receives a kept output)."""
+    import sys
+    import threading
+
+    rng = np.random.default_rng(40)
+    w1, w2 = var(rng.standard_normal((6, 6))), var(rng.standard_normal((6, 3)))
+    a, b = var(rng.standard_normal((5, 7)), False), var(rng.standard_normal((7, 2)), False)
+    ab = a.numpy() @ b.numpy()
+    stop, errors, done = threading.Event(), [], [0]
+
+    def hammer() -> None:
+        while not stop.is_set():
+            got = a.matmul(b).numpy()
+            if not np.array_equal(got, ab):
+                errors.append(f"other thread got a wrong product of shape {got.shape}")
+                return
+            done[0] += 1
+
+    def seg(t: Variable) -> Variable:
+        return (t.matmul(w1).tanh()).matmul(w2)
+
+    original = MatMul.__dict__["forward"]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    th = threading.Thread(target=hammer)
+    th.start()
+    try:
+        for i in range(150):
+            x = var(rng.standard_normal((4, 6)))
+            for p in (w1, w2):
+                p.zero_grad()
+            y = checkpoint(seg, x, keep_ops={"matmul"})
+            (y * y).sum().backward()
+            h = np.tanh(x.numpy() @ w1.numpy())
+            gy = 2.0 * (h @ w2.numpy())
+            gh = (gy @ w2.numpy().T) * (1.0 - h * h)
+            np.testing.assert_allclose(w2.grad.numpy(), h.T @ gy, rtol=1e-12, err_msg=f"iteration {i}")
+            np.testing.assert_allclose(w1.grad.numpy(), x.numpy().T @ gh, rtol=1e-12)
+            np.testing.assert_allclose(x.grad.numpy(), gh @ w1.numpy().T, rtol=1e-12)
+    finally:
+        stop.set()
+        th.join()
+        sys.setswitchinterval(interval)
+    assert errors == [] and done[0] > 0
+    assert MatMul.__dict__["forward"] is original  # the dispatcher is gone once no segment needs it
+
+
+def test_recompute_in_another_thread() -> None:
+    """Backward may run in another thread than the forward: the segment follows the thread of each run."""
+    import threading
+
+    w = var([[1.0, 2.0], [3.0, 4.0]])
+    x = var([[1.0, -1.0]])
+    y = checkpoint(lambda t: t.matmul(w).relu(), x, keep_ops={"matmul"})
+    errors: list = []
+
+    def back() -> None:
+        try:
+            y.sum().backward()
+        except Exception as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    th = threading.Thread(target=back)
+    th.start()
+    th.join()
+    assert errors == []
+    np.testing.assert_array_equal(w.grad.numpy(), [[0.0, 0.0], [0.0, 0.0]])  # x @ w = [-2, -2]: relu cuts both
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.0]])
 
 
 def test_different_path_on_recompute() -> None:

@@ -6,6 +6,7 @@ float64; misses, LRU eviction, refusals (data-dependent Python, raw data-derived
 from __future__ import annotations
 
 import doctest
+import gc
 
 import numpy as np
 import pytest
@@ -581,6 +582,167 @@ def test_user_key_separates_python_branches() -> None:
     flags["double"] = False
     np.testing.assert_array_equal(run_cached(step, x, key=False).data, a.data)
     assert graph_cache_stats()["captures"] == 2 and graph_cache_stats()["hits"] == 1
+
+
+# -- nn.Module state: the training flag and the structure of every module fn called ------------------------------
+def _np_mlp(model, x: Tensor) -> np.ndarray:
+    """Linear -> (dropout off) -> Linear in float64 numpy, from the model's current parameters."""
+    h = x.data.astype(np.float64) @ model[0].weight.data.T.astype(np.float64) + model[0].bias.data
+    return h @ model[2].weight.data.T.astype(np.float64) + model[2].bias.data
+
+
+def _dropout_mlp():
+    from rtxviz import nn
+
+    rrandom.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+    return model, (lambda x: model(x).sum())
+
+
+def test_train_eval_switch_misses_and_keeps_one_graph_per_mode() -> None:
+    model, f = _dropout_mlp()
+    x = _t(5, 4)
+    model.train()
+    train_graph = cache_graph(f, x)
+    model.eval()
+    with pytest.raises(GraphCacheError, match=r"module model \(Sequential\) is in eval mode, captured in training"):
+        get_cached_graph(x.shape).execute(x)  # the only graph for this shape is the training one: execute says why
+    want = _np_mlp(model, x).sum()  # eval: dropout is the identity
+    np.testing.assert_allclose(run_cached(f, x).data, want, rtol=1e-5)  # miss: captures the eval variant
+    np.testing.assert_allclose(run_cached(f, x).data, want, rtol=1e-5)  # hit on the eval variant
+    eval_graph = get_cached_graph(x.shape)
+    assert eval_graph is not train_graph and "dropout" not in eval_graph.source
+    stats = graph_cache_stats()
+    assert (stats["captures"], stats["hits"], stats["misses"], stats["size"]) == (2, 1, 2, 2)
+    model.train()  # back to training: the training variant is still there and fits again
+    assert get_cached_graph(x.shape) is train_graph
+    _compare_with_eager(f, train_graph, list(model.parameters()), (x,))
+    run_cached(f, x)
+    stats = graph_cache_stats()
+    assert (stats["captures"], stats["hits"], stats["size"]) == (2, 3, 2)
+
+
+def test_replaced_parameter_misses_and_recaptures() -> None:
+    from rtxviz.nn import Parameter
+
+    model, f = _dropout_mlp()
+    model.eval()
+    x = _t(5, 4)
+    graph = cache_graph(f, x)
+    model[0].weight = Parameter(Tensor(RNG.standard_normal((8, 4)).astype(np.float32)))
+    with pytest.raises(GraphCacheError, match=r"module model.0 \(Linear\) had a parameter, buffer, child module"):
+        graph.execute(x)
+    np.testing.assert_allclose(run_cached(f, x).data, _np_mlp(model, x).sum(), rtol=1e-5)  # the new weight
+    np.testing.assert_allclose(run_cached(f, x).data, _np_mlp(model, x).sum(), rtol=1e-5)
+    stats = graph_cache_stats()
+    assert (stats["captures"], stats["hits"], stats["size"]) == (2, 1, 1)  # the stale graph was dropped
+    # a child module swapped for another of the same shapes is a structure change of its parent
+    from rtxviz import nn
+
+    model.add_module("2", nn.Linear(8, 1))
+    np.testing.assert_allclose(run_cached(f, x).data, _np_mlp(model, x).sum(), rtol=1e-5)
+    assert graph_cache_stats()["captures"] == 3
+
+
+def test_replaced_tensor_attribute_and_dead_module_miss() -> None:
+    from rtxviz import nn
+
+    class Scale(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.factor = Tensor(np.full(3, 2.0, dtype=np.float32))  # a plain tensor attribute, read by reference
+
+        def forward(self, x: Tensor) -> Tensor:
+            return x * self.factor
+
+    holder = {"m": Scale()}
+    f = lambda x: holder["m"](x)  # noqa: E731
+    x = _t(3)
+    graph = cache_graph(f, x)
+    holder["m"].factor = Tensor(np.full(3, 5.0, dtype=np.float32))
+    with pytest.raises(GraphCacheError, match="tensor attribute assigned since the capture"):
+        graph.execute(x)
+    np.testing.assert_allclose(run_cached(f, x).data, 5.0 * x.data, rtol=1e-6)
+    graph = get_cached_graph(x.shape)
+    holder["m"] = Scale()  # the module the graph called is gone (a fresh model of the same shapes)
+    gc.collect()
+    with pytest.raises(GraphCacheError, match=r"module .*Scale.*no longer exists"):
+        graph.execute(x)
+    np.testing.assert_allclose(run_cached(f, x).data, 2.0 * x.data, rtol=1e-6)
+
+
+def test_optimizer_steps_on_module_parameters_still_hit() -> None:
+    from rtxviz import nn
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    params = list(model.parameters())
+
+    def step(x: Tensor, y: Tensor) -> Variable:
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    x, y = _t(6, 4), _t(6, 1)
+    model.zero_grad()
+    graph = cache_graph(step, x, y)
+    for _ in range(3):
+        for p in params:
+            p.data -= 0.1 * p.grad.data  # in place: values change, objects and structure do not
+        model.zero_grad()
+        _compare_with_eager(step, graph, params, (x, y))
+    model.train()  # setting the same mode again changes nothing
+    run_cached(step, x, y)
+    run_cached(step, x, y)
+    stats = graph_cache_stats()
+    assert (stats["hits"], stats["captures"], stats["misses"]) == (5, 1, 0)
+
+
+def test_refuses_mode_or_structure_changes_inside_fn() -> None:
+    from rtxviz import nn
+    from rtxviz.nn import Parameter
+
+    model = nn.Sequential(nn.Linear(3, 2), nn.Dropout(0.5))
+
+    def eval_inside(x: Tensor) -> Tensor:
+        model.eval()
+        out = model(x)
+        model.train()
+        return out.sum()
+
+    with pytest.raises(GraphCacheError, match=r"switched module model \(Sequential\) to training mode"):
+        cache_graph(eval_inside, _t(4, 3))
+    spare = Parameter(Tensor(np.zeros((2, 3), dtype=np.float32)))
+
+    def swap_inside(x: Tensor) -> Tensor:
+        out = model(x).sum()
+        model[0].weight = spare
+        return out
+
+    model.eval()
+    with pytest.raises(GraphCacheError, match=r"assigned a parameter.*model.0 \(Linear\) after calling it"):
+        cache_graph(swap_inside, _t(4, 3))
+
+
+def test_module_calls_reach_only_tracing_hooks() -> None:
+    from rtxviz import nn
+
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+
+    class Listener(hooks.EngineHook):
+        def __init__(self, traces: bool) -> None:
+            self.traces = traces
+            self.calls: list = []
+
+        def event(self, kind: str, **fields: object) -> None:
+            if kind == "module_call":
+                self.calls.append((fields["module"], fields["training"]))
+
+    tracer, plain = Listener(True), Listener(False)
+    with tracer, plain:
+        model.eval()
+        model(_t(1, 3))
+    assert plain.calls == []
+    assert tracer.calls == [(model, False), (model[0], False), (model[1], False)]
 
 
 # -- refusals ------------------------------------------------------------------------------------------------------

@@ -327,3 +327,87 @@ def test_cross_entropy_module_passes_ignore_index() -> None:
     assert nn.CrossEntropyLoss(ignore_index=-100)(logits, target).item() == pytest.approx(expected, rel=1e-12)
     assert nn.NLLLoss(ignore_index=-100)(F.log_softmax(logits, dim=1), target).item() == pytest.approx(
         expected, rel=1e-12)
+
+
+# -- structure versions and module_call trace events (what the graph cache checks) --------------------------------
+def test_structure_version_changes_on_assignment_of_what_a_replay_reads() -> None:
+    model = nn.Sequential(nn.Linear(3, 2), nn.Dropout(0.5))
+    lin = model[0]
+    seen = {lin.structure_version}
+
+    def changed(before: int) -> bool:
+        now = lin.structure_version
+        fresh = now not in seen
+        seen.add(now)
+        return now != before and fresh  # a version never comes back
+
+    v = lin.structure_version
+    lin.weight = nn.Parameter(Tensor.zeros([2, 3]))
+    assert changed(v)
+    v = lin.structure_version
+    lin.bias = None
+    assert changed(v)
+    v = lin.structure_version
+    lin.register_buffer("scale", Tensor.ones([2]))
+    assert changed(v)
+    v = lin.structure_version
+    lin.scale = Tensor.zeros([2])
+    assert changed(v)
+    v = lin.structure_version
+    lin.table = Tensor.zeros([4])  # a plain tensor attribute: read by reference by a replay
+    assert changed(v)
+    v = lin.structure_version
+    del lin.table
+    assert changed(v)
+    v = lin.structure_version
+    lin.child = nn.ReLU()
+    assert changed(v)
+    v = lin.structure_version
+    del lin.child
+    assert changed(v)
+    # not structure: plain Python attributes, the mode, values changed in place, state loaded in place
+    v = lin.structure_version
+    lin.note = "hello"
+    model.eval()
+    lin.weight.data += 1.0
+    lin.load_state_dict({"weight": np.ones((2, 3), dtype=np.float32), "scale": np.ones(2, dtype=np.float32)})
+    assert lin.structure_version == v
+    # the parent's structure changes when a child is swapped, not when the child changes inside
+    s = model.structure_version
+    lin.weight = nn.Parameter(Tensor.zeros([2, 3]))
+    assert model.structure_version == s
+    model.add_module("1", nn.Dropout(0.1))
+    assert model.structure_version != s
+    with pytest.raises(AttributeError):
+        model.structure_version = 5
+
+
+def test_to_bumps_the_version_only_when_it_replaces_a_buffer() -> None:
+    lin = nn.Linear(2, 2)
+    lin.register_buffer("scale", Tensor.ones([2]))
+    v = lin.structure_version
+    lin.to(dtype="float32")  # already float32: the buffer object stays
+    assert lin.structure_version == v and lin._buffers["scale"].dtype.name == "float32"
+    lin.to(dtype="float64")
+    assert lin.structure_version != v and lin._buffers["scale"].dtype.name == "float64"
+
+
+def test_module_call_is_traced_only_for_tracing_hooks() -> None:
+    from rtxviz.engine import hooks
+
+    calls: list = []
+
+    class Tracer(hooks.EngineHook):
+        traces = True
+
+        def event(self, kind: str, **fields: object) -> None:
+            if kind == "module_call":
+                calls.append((type(fields["module"]).__name__, fields["training"]))
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    model(Tensor.ones([1, 2]))
+    assert calls == []
+    with Tracer():
+        model.eval()
+        model(Tensor.ones([1, 2]))
+    assert calls == [("Sequential", False), ("Linear", False), ("Dropout", False)]
