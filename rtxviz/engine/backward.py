@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 
 from . import hooks as _hooks
+from .device import device_of
 from .errors import GraphError
 from .grad_mode import STATE
 from .graph import TapeNode, topological_order
+from .tensor import Tensor
 from .variable import Variable, _RetainGrad
 
 
@@ -64,10 +66,28 @@ def _run_pre_hooks(pre_hooks: list, g: Any) -> Any:
             continue
         replaced = fn(g)
         if replaced is not None:
-            g = replaced
+            g = _checked_replacement(fn, g, replaced)
     for fn in retains:
         fn(g)
     return g
+
+
+def _checked_replacement(fn: Any, g: Any, new: Any) -> Variable:
+    """A hook's replacement gradient must look like the gradient it replaces (as PyTorch: "hook has changed
+    the size/type of value"); a silently reshaped gradient would reach `.grad` with the wrong shape."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    if not isinstance(new, Tensor):
+        raise GraphError(f"hook {name} returned a {type(new).__name__}; a gradient hook must return a Tensor or None")
+    if new.shape != g.shape:
+        raise GraphError(f"hook {name} has changed the size of the gradient: it received shape {g.shape} and "
+                         f"returned shape {new.shape}")
+    if new.dtype != g.dtype:
+        raise GraphError(f"hook {name} has changed the type of the gradient: it received dtype {g.dtype} and "
+                         f"returned dtype {new.dtype}")
+    if device_of(new.data) != device_of(g.data):
+        raise GraphError(f"hook {name} has changed the device of the gradient: it received a gradient on "
+                         f"{device_of(g.data)} and returned one on {device_of(new.data)}")
+    return new if isinstance(new, Variable) else Variable._wrap(new.data, None)
 
 
 def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool) -> None:
@@ -182,7 +202,7 @@ def run_backward(
             for fn in list(leaf._hooks):
                 replaced = fn(g)
                 if replaced is not None:
-                    g = replaced
+                    g = _checked_replacement(fn, g, replaced)
         if inputs is not None:
             idx = wanted_leaves.get(id(leaf))
             if idx is not None:

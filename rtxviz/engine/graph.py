@@ -53,11 +53,18 @@ class TapeNode:
     """A recorded operation: the public view of one entry of the tape.
 
     Attributes: `op` (its Op class, or a BackwardFunction), `name`, `next` (edges to the inputs), `attrs`
-    (the op's non-tensor arguments), `module_path` (the module that ran it), `id` (unique, increasing).
+    (the op's non-tensor arguments), `module_path` (the module that ran it), `id` (unique, increasing),
+    `out_shape` / `out_dtype` (the shape and dtype of the value it produced: known before and after backward,
+    even when nothing holds the output, so a renderer can label every node).
+
+    >>> from rtxviz import Variable, Tensor
+    >>> y = Variable.from_tensor(Tensor.ones([2, 3])).sum(dim=1)
+    >>> y.grad_fn.out_shape, str(y.grad_fn.out_dtype)
+    ((2,), 'float32')
     """
 
     __slots__ = ("op", "next", "inputs", "out_data", "attrs", "state", "module_path", "freed", "id",
-                 "mem", "pre_hooks", "tag", "__weakref__")
+                 "mem", "pre_hooks", "tag", "out_shape", "out_dtype", "__weakref__")
 
     # -- what backward rules read ---------------------------------------------------------------------
     @property
@@ -137,6 +144,8 @@ def _new_node(op: Any, attrs: dict) -> TapeNode:
     node.inputs = None
     node.out_data = None
     node.mem = None
+    node.out_shape = None
+    node.out_dtype = None
     return node
 
 
@@ -218,8 +227,19 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
         result._retains_grad = False
         result._hooks = None
         if wants_grad and STATE.enabled:
-            node.next = tuple([t._node if t._node is not None else (t if t.requires_grad else None)
-                               for t in inputs])
+            # Per input: its node, the leaf itself when it requires grad, else None. Unrolled for the one- and
+            # two-input ops (nearly all of them): a comprehension costs about 100 ns more per op.
+            n_in = len(inputs)
+            if n_in == 2:
+                t, u = inputs
+                node.next = (t._node if t._node is not None else (t if t.requires_grad else None),
+                             u._node if u._node is not None else (u if u.requires_grad else None))
+            elif n_in == 1:
+                t = inputs[0]
+                node.next = (t._node if t._node is not None else (t if t.requires_grad else None),)
+            else:
+                node.next = tuple([t._node if t._node is not None else (t if t.requires_grad else None)
+                                   for t in inputs])
             if op.save_inputs:
                 node.inputs = inputs
                 node.out_data = out if op.save_output else None
@@ -230,6 +250,10 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
                 node.mem = _memory_track(None, out)
             else:
                 node.inputs = node.out_data = None
+            if node.state is not None:  # op-private arrays (im2col columns, masks, x̂) are activations too
+                node.mem = _memory_track_state(node.state, node.mem)
+            node.out_shape = out.shape
+            node.out_dtype = out.dtype
             node.module_path = STATE.module_path
             node.freed = False
             node.id = next(_node_ids)
@@ -248,6 +272,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
 
 
 _memory_track = _memory.track
+_memory_track_state = _memory.track_state
 _node_new = object.__new__
 _tensor_new = object.__new__
 _var_new = object.__new__
@@ -378,6 +403,8 @@ def record_operation(inputs: Sequence[Any], output: Any, backward_fn: BackwardFu
     node = _new_node(_UserOp(backward_fn), _NO_ATTRS)
     node.next = tuple(t._node if t._node is not None else (t if t.requires_grad else None) for t in ins)
     node.state = tuple((t.shape, t.dtype) for t in ins)
+    node.out_shape = output.data.shape
+    node.out_dtype = output.data.dtype
     node.module_path = STATE.module_path
     node.freed = False
     node.id = next(_node_ids)
@@ -412,14 +439,21 @@ class _UserOp:
         from .variable import Variable
 
         fn = self.fn
-        if STATE.enabled and not fn.differentiable and (grad.requires_grad or _any_requires_grad(ctx)):
-            raise GraphError(
-                f"{fn.name}: this BackwardFunction's backward is not differentiable, so it cannot run with "
-                "create_graph=True (higher-order derivatives). Write backward with Variable-safe ops and set "
-                "`differentiable = True` on the class."
-            )
-        g_in = grad if fn.differentiable else grad.tensor
-        result = fn.backward(g_in)
+        edges = None
+        if fn.differentiable:
+            result = fn.backward(grad)
+        elif STATE.enabled:
+            # create_graph=True through a backward that is not differentiable: run it on plain tensors, and make
+            # its gradients the outputs of a node that raises only if a second backward actually reaches it
+            # (as PyTorch's once_differentiable), so first-order uses of create_graph still work.
+            edges = _delayed_edges(grad, ctx)
+            STATE.enabled = False
+            try:
+                result = fn.backward(grad.tensor)
+            finally:
+                STATE.enabled = True
+        else:
+            result = fn.backward(grad.tensor)
         if isinstance(result, Tensor):
             result = [result]
         result = list(result)
@@ -440,15 +474,59 @@ class _UserOp:
                 )
             if g.dtype != dtype:
                 raise GraphError(f"{fn.name}.backward: gradient {i} has dtype {g.dtype}, input {i} is {dtype}")
-            out.append(g if isinstance(g, Variable) else Variable._wrap(g.data, None))
+            if edges is not None:
+                out.append(_delayed_error_value(fn, g.data, edges))
+            else:
+                out.append(g if isinstance(g, Variable) else Variable._wrap(g.data, None))
         return tuple(out)
 
     def release(self) -> None:
         self.fn.ctx.free()
 
 
-def _any_requires_grad(ctx: TapeNode) -> bool:
-    return any(e is not None and getattr(e, "requires_grad", True) for e in ctx.next)
+def _delayed_edges(grad: Any, ctx: TapeNode) -> tuple | None:
+    """What the gradients of a user backward depend on (its incoming gradient and the op's inputs), as edges;
+    None when nothing there requires grad (the gradients are then plain constants, as without create_graph)."""
+    g_edge = grad._node if grad._node is not None else (grad if grad.requires_grad else None)
+    edges = (g_edge,) + tuple(e if e is not None and getattr(e, "requires_grad", True) else None for e in ctx.next)
+    return edges if any(e is not None for e in edges) else None
+
+
+class _NotDifferentiable:
+    """The op of a gradient returned by a non-differentiable BackwardFunction under create_graph: differentiating
+    it (a second backward reaching it) raises the error that explains how to make the function differentiable."""
+
+    __slots__ = ("fn_name",)
+    save_inputs = False
+    save_output = False
+    rule = "not differentiable (a user backward without `differentiable = True`)"
+
+    def __init__(self, fn_name: str) -> None:
+        self.fn_name = fn_name
+
+    @property
+    def name(self) -> str:
+        return f"{self.fn_name}_backward"
+
+    def backward(self, ctx: TapeNode, grad: Any) -> tuple:
+        raise GraphError(
+            f"{self.fn_name}'s backward is not differentiable: a second backward reached a gradient it returned "
+            "under create_graph=True (a higher-order derivative through it). Write its backward with "
+            "Variable-safe ops and set `differentiable = True` on the class."
+        )
+
+
+def _delayed_error_value(fn: BackwardFunction, data: Any, edges: tuple) -> Any:
+    node = _new_node(_NotDifferentiable(fn.name), _NO_ATTRS)
+    node.next = edges
+    node.out_shape = data.shape
+    node.out_dtype = data.dtype
+    node.module_path = STATE.module_path
+    node.freed = False
+    node.id = next(_node_ids)
+    node.pre_hooks = None
+    node.tag = None
+    return _Variable._wrap(data, node)
 
 
 # -- the tape: a recorder of nodes ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Memory accounting: the bytes of activations the recorded graph holds for backward.
 
-`current` and `peak` count arrays saved for backward by recorded nodes (non-leaf inputs and outputs: the
-activation memory that checkpointing trades for recomputation), each underlying buffer once however many
+`current` and `peak` count arrays saved for backward by recorded nodes (non-leaf inputs and outputs, and the
+arrays an op keeps in its `ctx.state`, such as conv2d's im2col columns or dropout's mask: the activation memory
+that checkpointing trades for recomputation), each underlying buffer once however many
 nodes or views share it. Parameters and user inputs are not activations and are reported separately, from a
 snapshot scan, with gradients and all live tensors.
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import gc
 from typing import Any
+
+import numpy as np
 
 # id(root buffer) -> [number of nodes holding it, nbytes]; a held buffer is alive, so its id is stable.
 _held: dict[int, list[int]] = {}
@@ -53,6 +56,35 @@ def track(inputs: tuple | None, out_data: Any) -> tuple[int, ...] | None:
     if out_data is not None:
         keys.append(_add(out_data))
     return tuple(keys) if keys else None
+
+
+# Types an op's ctx.state commonly holds that are certainly not arrays (shapes, sizes, flags, dtypes).
+_NOT_ARRAYS = frozenset({tuple, list, int, float, bool, str, type(None), dict, np.dtype})
+
+
+def _is_array(obj: Any) -> bool:
+    """An ndarray of numpy or cupy (both have .nbytes and .base); numpy scalars are not buffers we track."""
+    cls = obj.__class__
+    if cls is np.ndarray:
+        return True
+    if cls in _NOT_ARRAYS or isinstance(obj, np.generic):
+        return False
+    return hasattr(obj, "nbytes") and hasattr(obj, "base")
+
+
+def track_state(state: Any, keys: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """Also count the arrays an op keeps in `ctx.state` (conv2d's im2col columns, dropout's mask): an array, or
+    a tuple/list holding arrays one level deep; anything else is ignored. Returns `keys` extended."""
+    cls = state.__class__
+    if cls is tuple or cls is list:
+        new = tuple([_add(s) for s in state if _is_array(s)])
+        if not new:
+            return keys
+    elif _is_array(state):
+        new = (_add(state),)
+    else:
+        return keys
+    return new if keys is None else keys + new
 
 
 def untrack(keys: tuple[int, ...]) -> None:

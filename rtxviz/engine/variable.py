@@ -106,8 +106,8 @@ class Variable(Tensor):
 
     def retain_grad(self) -> None:
         """Keep `.grad` on this non-leaf after backward (leaves always keep theirs)."""
-        if self._node is None:
-            return
+        if self._node is None or self._retains_grad:
+            return  # idempotent: a second _RetainGrad hook would add the gradient twice
         self._retains_grad = True
         self._node_hooks().append(_RetainGrad(self))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -69,8 +70,20 @@ def binary(op: type, a: Any, b: Any) -> Any:
 _TENSOR_TYPES: set = {Tensor, Variable}
 
 
+def as_dim(op: str, dim: Any) -> int:
+    """`dim` as a Python int: any integral (int, numpy.int64, a 0-d integer array) via operator.index."""
+    if dim.__class__ is int:
+        return dim
+    try:
+        return operator.index(dim)
+    except TypeError:
+        raise TypeError(f"{op}: dim must be an int, got {dim!r} ({type(dim).__name__})") from None
+
+
 def norm_dim(op: str, dim: int, ndim: int, extra: int = 0) -> int:
-    """A possibly negative dim as an index into `ndim` (+`extra`, for unsqueeze) dims, checked."""
+    """A possibly negative dim (any integral) as an index into `ndim` (+`extra`, for unsqueeze) dims, checked."""
+    if dim.__class__ is not int:
+        dim = as_dim(op, dim)
     size = ndim + extra
     if size == 0 and dim in (0, -1):
         return 0
@@ -81,12 +94,19 @@ def norm_dim(op: str, dim: int, ndim: int, extra: int = 0) -> int:
 
 
 def norm_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...] | None:
-    """None (all dims), an int, or a sequence of ints: normalised and checked for repeats."""
+    """None (all dims), an integral (int, numpy.int64...), or a sequence of them: normalised, checked for repeats."""
     if dims is None:
         return None
     if isinstance(dims, int):
         dims = (dims,)
-    out = tuple(norm_dim(op, int(d), ndim) for d in dims)
+    elif not isinstance(dims, list | tuple):
+        try:
+            dims = (operator.index(dims),)
+        except TypeError:
+            if not hasattr(dims, "__iter__"):
+                raise TypeError(f"{op}: dim must be an int, a sequence of ints or None, got {dims!r}") from None
+            # else a sequence of integrals (a 1-d int array, a range), checked one by one below
+    out = tuple(norm_dim(op, d, ndim) for d in dims)
     if len(set(out)) != len(out):
         raise DimError(f"{op}: dim {list(dims)} repeats a dimension")
     return out

@@ -6,7 +6,10 @@ Broadcast inputs get their gradient summed back to their own shape (`sum_to`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import numpy as np
 
 from ..graph import Op, apply
 from ..tensor import Tensor
@@ -110,11 +113,17 @@ class Pow(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        from .unary import log
-
+        # As PyTorch: where B == 0 the dA term is 0 (not 0 · A^-1 = nan at A = 0), and where A == 0 and B >= 0
+        # the dB term is 0 (not 0 · ln 0 = nan, or 1 · ln 0 = -inf). The masks are selections made by the
+        # mask_mul op from A and B, so they survive nan/inf factors, create_graph and graph-cache replays.
+        # `a.log()` is the log op attached to Tensor by ops/unary.py (which imports this module).
         a, b = ctx.saved_inputs
-        ga = mul(g, mul(b, pow(a, add_scalar(b, -1.0)))) if ctx.next[0] is not None else None
-        gb = mul(g, mul(ctx.output, log(a))) if ctx.next[1] is not None else None
+        ga = gb = None
+        with np.errstate(divide="ignore", invalid="ignore"):  # the 0^-1, ln 0 and 0·inf masked away below
+            if ctx.next[0] is not None:
+                ga = mask_mul(mul(g, mul(b, pow(a, add_scalar(b, -1.0)))), (b,), "sel_nonzero")
+            if ctx.next[1] is not None:
+                gb = mask_mul(mul(g, mul(ctx.output, a.log())), (a, b), "sel_pow_exponent")
         return _unbroadcast(ctx, ga, gb)
 
 
@@ -191,6 +200,12 @@ def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
     if kind == "leaky":
         one = x.dtype.type(1.0)
         return _xp(x).where(x > 0, one, x.dtype.type(attrs["slope"]))
+    if kind == "sel_nonzero":
+        return x != 0
+    if kind == "sel_gt1":
+        return x > 1
+    if kind == "sel_pow_exponent":
+        return (x != 0) | (xs[1] < 0)
     if kind == "inside":
         lo, hi = attrs["min"], attrs["max"]
         if lo is None:
@@ -223,7 +238,10 @@ class MaskMul(Op):
 
     @staticmethod
     def forward(ctx: Any, g: Any, *xs: Any) -> Any:
-        return g * _mask(ctx.attrs["kind"], ctx.attrs, xs)
+        kind = ctx.attrs["kind"]
+        if kind[:4] == "sel_":  # a selection, not a product: a nan/inf in dY where m is 0 still gives 0
+            return _xp(g).where(_mask(kind, ctx.attrs, xs), g, g.dtype.type(0))
+        return g * _mask(kind, ctx.attrs, xs)
 
     @staticmethod
     def backward(ctx: Any, h: Any) -> tuple:
@@ -234,11 +252,13 @@ class MaskMul(Op):
 
 def mask_mul(g: Any, xs: tuple, kind: str, **params: Any) -> Any:
     """g · m(xs) with m one of the masks of `_mask` ("pos", "nonpos", "lt", "sign", "leaky", "inside",
-    "max_a"/"max_b"/"min_a"/"min_b"); `params` are its constants (value, slope, min, max)."""
+    "max_a"/"max_b"/"min_a"/"min_b"); `params` are its constants (value, slope, min, max). The "sel_" kinds
+    ("sel_nonzero", "sel_gt1", "sel_pow_exponent") select instead: g where m else 0, even where g is nan."""
     return apply(MaskMul, (g, *xs), {"kind": kind, **params} if params else _KIND_ATTRS[kind])
 
 
-_KIND_ATTRS = {k: {"kind": k} for k in ("pos", "nonpos", "sign", "max_a", "max_b", "min_a", "min_b")}
+_KIND_ATTRS = {k: {"kind": k} for k in ("pos", "nonpos", "sign", "max_a", "max_b", "min_a", "min_b", "sel_nonzero",
+                                         "sel_gt1", "sel_pow_exponent")}
 
 
 @register
@@ -314,6 +334,8 @@ class PowScalar(Op):
     def backward(ctx: Any, g: Any) -> tuple:
         (x,) = ctx.saved_inputs
         p = ctx.attrs["exponent"]
+        if p == 0:
+            return (mul_scalar(g, 0.0),)  # PyTorch: zeros (p · X^-1 would be 0 · inf = nan at X = 0)
         if p == 1:
             return (g,)
         if p == 2:
@@ -333,9 +355,13 @@ class RPowScalar(Op):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        import math
-
-        return (mul(g, mul_scalar(ctx.output, math.log(ctx.attrs["value"]))),)
+        value = ctx.attrs["value"]
+        if value == 0:
+            # 0^X · ln 0: as PyTorch, 0 where X >= 0, i.e. where Y = 0^X is 0 or 1 (not 0 · -inf = nan).
+            y = ctx.output
+            with np.errstate(invalid="ignore"):
+                return (mask_mul(mul_scalar(mul(g, y), -math.inf), (y,), "sel_gt1"),)
+        return (mul(g, mul_scalar(ctx.output, math.log(value))),)
 
 
 # -- the functional forms, attached as methods -------------------------------------------------------------

@@ -302,9 +302,7 @@ class Min(_Extreme):
 
 def _extreme(op: type, x: Any, dim: Any, keepdim: bool) -> Any:
     if dim is not None:
-        if not isinstance(dim, int):
-            raise TypeError(f"{op.name}: dim must be an int or None, got {dim!r}")
-        dim = norm_dim(op.name, dim, x.ndim)
+        dim = norm_dim(op.name, dim, x.ndim)  # any integral (numpy.int64 too); raises TypeError otherwise
         if x.ndim == 0:
             dim = None
     return apply(op, (x,), {"dim": dim, "keepdim": bool(keepdim)})
