@@ -26,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.conftest import CHROMIUM, LAUNCH_ARGS, ServerThread, post_events  # noqa: E402
+from tests.browser.conftest import ServerThread, post_events  # noqa: E402
 from tests.browser.graphs import big_graph  # noqa: E402
+from tests.browser.shared_browser import CHROMIUM, LAUNCH_ARGS  # noqa: E402
 
 TARGETS = {"latency_p95_ms": 250, "first_render_ms": 1500, "pan_fps": 30}
 
