@@ -400,16 +400,9 @@ def record_operation(inputs: Sequence[Any], output: Any, backward_fn: BackwardFu
     backward_fn.ctx.input_shapes = tuple(t.shape for t in ins)
     if not (STATE.enabled and any(t.requires_grad for t in ins)):
         return Variable._wrap(output.data, None)
-    node = _new_node(_UserOp(backward_fn), _NO_ATTRS)
-    node.next = tuple(t._node if t._node is not None else (t if t.requires_grad else None) for t in ins)
+    edges = tuple(t._node if t._node is not None else (t if t.requires_grad else None) for t in ins)
+    node = _recorded_node(_UserOp(backward_fn), edges, output.data)
     node.state = tuple((t.shape, t.dtype) for t in ins)
-    node.out_shape = output.data.shape
-    node.out_dtype = output.data.dtype
-    node.module_path = STATE.module_path
-    node.freed = False
-    node.id = next(_node_ids)
-    node.pre_hooks = None
-    node.tag = None
     result = Variable._wrap(output.data, node)
     if _hooks.ACTIVE:
         for h in _hooks.ACTIVE:
@@ -517,7 +510,13 @@ class _NotDifferentiable:
 
 
 def _delayed_error_value(fn: BackwardFunction, data: Any, edges: tuple) -> Any:
-    node = _new_node(_NotDifferentiable(fn.name), _NO_ATTRS)
+    return _Variable._wrap(data, _recorded_node(_NotDifferentiable(fn.name), edges, data))
+
+
+def _recorded_node(op: Any, edges: tuple, data: Any) -> TapeNode:
+    """A recorded node made outside `apply` (user ops, markers): edges, output metadata, a fresh id.
+    (`apply` sets the same fields inline: it is the hot path.)"""
+    node = _new_node(op, _NO_ATTRS)
     node.next = edges
     node.out_shape = data.shape
     node.out_dtype = data.dtype
@@ -526,7 +525,7 @@ def _delayed_error_value(fn: BackwardFunction, data: Any, edges: tuple) -> Any:
     node.id = next(_node_ids)
     node.pre_hooks = None
     node.tag = None
-    return _Variable._wrap(data, node)
+    return node
 
 
 # -- the tape: a recorder of nodes ---------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import urllib.request
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .shared_browser import CHROMIUM, acquire, release
+from .shared_browser import acquire, missing, release
 
 STATIC = Path(__file__).resolve().parents[2] / "rtxviz" / "web" / "static"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -24,13 +23,7 @@ WAIT_MS = 30_000
 def _skip_reason() -> str | None:
     if not (STATIC / "app.js").is_file():
         return "frontend not built: run `cd frontend && npm ci && npm run build` (make test does it)"
-    if not os.path.exists(CHROMIUM):
-        return f"{CHROMIUM} missing: install Debian's chromium (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright (Python) is not installed"
-    return None
+    return missing()
 
 
 class ServerThread:

@@ -154,18 +154,10 @@ def permute(x: Any, *dims: Any) -> Any:
 
 
 @register
-class Squeeze(Op):
+class Squeeze(Reshape):
+    """Dropping size-1 dims is a reshape; its own name keeps graphs readable."""
+
     name = "squeeze"
-    rule = "dX = reshape(dY, shape(X))"
-
-    @staticmethod
-    def forward(ctx: Any, x: Any) -> Any:
-        ctx.state = x.shape
-        return x.reshape(ctx.attrs["shape"])
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
-        return (reshape(g, ctx.state),)
 
 
 @tensor_method("squeeze")
