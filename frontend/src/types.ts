@@ -6,7 +6,8 @@ export interface Stats {
   norm: number | null;
   min: number | null;
   max: number | null;
-  mean: number | null;
+  /** only for tensors of at most 1024 elements (older runs: always) */
+  mean?: number | null;
   nan?: number;
   inf?: number;
   values?: (number | null)[] | null;

@@ -27,14 +27,44 @@ import numpy as np
 
 from ..engine.graph import TapeNode
 from ..engine.hooks import EngineHook
-from .schema import CORE_KINDS, KIND_PATTERN, EventError, validate_event
-from .stats import PendingStats, count_nonfinite, jsonable, tensor_stats
+from .schema import CORE_KINDS, KIND_PATTERN, MAX_PARAMS, EventError, validate_event
+from .stats import PendingStats, count_nonfinite, jsonable, norm, params_of, tensor_stats
 
 _now = time.time
 _RESERVED = frozenset({"v", "kind", "t", "step", "seq"})
 
 
+#: Ops whose output only moves, selects or drops its inputs' values (or fills zeros): from inputs known to hold
+#: no NaN/Inf they cannot make any, so their forward check is skipped then. Not ops that compute new values:
+#: add, mul, matmul, exp, sum... overflow to Inf from finite inputs; masked_fill may fill -inf; `to` may overflow.
+SELECT_OPS = frozenset({
+    "reshape", "transpose", "permute", "squeeze", "unsqueeze", "expand", "getitem", "narrow", "index_select",
+    "cat", "stack", "where", "relu", "max", "min", "maximum", "minimum", "max_pool2d", "neg", "abs",
+})
+_FINITE_MAX = 1 << 16  # node ids remembered as checked finite (cleared at each step; this bounds a stepless run)
+
 _DTYPE_NAMES: dict[Any, str] = {}
+_ATTRS: dict[tuple, Any] = {}
+_ATTRS_MAX = 4096
+_PLAIN = frozenset({int, bool, str, type(None)})
+
+
+def _attrs_json(attrs: dict) -> Any:
+    """`jsonable(attrs)`, cached by content when every value is a plain int/bool/str/None or a tuple of ints
+    (nearly every op's attrs: dims, keepdim, shapes); the result is shared, so sinks must not change it."""
+    key = []
+    for k, v in attrs.items():
+        tv = type(v)
+        if tv not in _PLAIN and not (tv is tuple and all(type(x) is int for x in v)):
+            return jsonable(attrs)
+        key.append((k, tv, v))  # the type too: True == 1 and hash alike, but must not share a result
+    key = tuple(key)
+    out = _ATTRS.get(key)
+    if out is None:
+        if len(_ATTRS) >= _ATTRS_MAX:
+            _ATTRS.clear()
+        out = _ATTRS[key] = jsonable(attrs)
+    return out
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -84,6 +114,8 @@ class EventHook(EngineHook):
         # input to its producer's output is summarised once, not twice.
         self._grad_cache: dict[int, tuple[Any, dict]] = {}
         self._op: Any = None
+        # ids of nodes whose outputs were checked and hold no NaN/Inf, this step (see SELECT_OPS)
+        self._finite: set[int] = set()
         self._in_backward = 0
         self._opt_snapshot: tuple | None = None
         # id(param) -> (weak ref to it, buffer): where each step's pre-update copy goes. Reused, because a fresh
@@ -175,30 +207,62 @@ class EventHook(EngineHook):
         self._op = op
 
     def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
-        if node is None and self._in_backward:
-            return  # an op inside a backward rule: its result is reported as a gradient (grad event)
+        if node is None:
+            if self._in_backward:
+                return  # an op inside a backward rule: its result is reported as a gradient (grad event)
+            out = output.data
+            if self.check_anomalies and out.dtype.kind == "f":
+                nan, inf = count_nonfinite(out)
+                if nan or inf:
+                    self._forward_anomaly(getattr(self._op, "name", "?"), None, inputs, nan, inf)
+            return
         out = output.data
-        if node is not None:
-            refs = []
-            for t in inputs:
-                n = t._node
-                refs.append({"node": n.id} if n is not None else {"leaf": self.leaf_id(t)})
-            op = node.op
-            ev = {
-                "v": 1, "kind": "node", "t": _now(), "step": self.step, "id": node.id, "op": op.name,
-                "inputs": refs, "shape": list(out.shape), "dtype": _dtype_name(out.dtype), "device": _device(out),
-                "module": node.module_path, "rule": op.rule, "saved_bytes": node.saved_nbytes(),
-            }
-            if node.attrs:
-                ev["attrs"] = jsonable(node.attrs)
-            if out.size <= self.values_max_numel:
-                ev["values"] = _values(out)
-            self.sink(ev)
+        refs = []
+        saved = 0
+        finite = self._finite
+        all_finite = True  # every input is known to hold no NaN/Inf (a checked node output, or not floating)
+        for t in inputs:
+            n = t._node
+            if n is not None:
+                nid = n.id
+                refs.append({"node": nid})
+                if all_finite and nid not in finite:
+                    all_finite = False
+            else:
+                refs.append({"leaf": self.leaf_id(t)})
+                if all_finite and t.data.dtype.kind == "f":
+                    all_finite = False
+        # node.saved_nbytes(), inlined (a generator per op costs more than the sum)
+        kept = node.inputs
+        if kept is not None:
+            for t in kept:
+                if t is not None:
+                    saved += t.data.nbytes
+        if node.out_data is not None:
+            saved += node.out_data.nbytes
+        op = node.op
+        ev = {
+            "v": 1, "kind": "node", "t": _now(), "step": self.step, "id": node.id, "op": op.name,
+            "inputs": refs, "shape": list(out.shape), "dtype": _dtype_name(out.dtype), "device": _device(out),
+            "module": node.module_path, "rule": op.rule, "saved_bytes": saved,
+        }
+        if node.attrs:
+            ev["attrs"] = _attrs_json(node.attrs)
+        if out.size <= self.values_max_numel:
+            ev["values"] = _values(out)
+        self.sink(ev)
         if self.check_anomalies and out.dtype.kind == "f":
+            if all_finite and op.name in SELECT_OPS:
+                # its values are some of its inputs' (or zeros): finite inputs make a finite output, no pass needed
+                finite.add(node.id)
+                return
             nan, inf = count_nonfinite(out)
             if nan or inf:
-                op_name = node.op.name if node is not None else getattr(self._op, "name", "?")
-                self._forward_anomaly(op_name, node, inputs, nan, inf)
+                self._forward_anomaly(op.name, node, inputs, nan, inf)
+            else:
+                if len(finite) >= _FINITE_MAX:
+                    finite.clear()
+                finite.add(node.id)
 
     def _forward_anomaly(self, op_name: str, node: Any, inputs: tuple, nan: int, inf: int) -> None:
         if self._anomalies >= self.anomalies_per_step:
@@ -230,23 +294,34 @@ class EventHook(EngineHook):
             self._backward_deferred(node, grad_output, grad_inputs)
             return
         vm = self.values_max_numel
-        cached = self._grad_cache.pop(id(node), None)
-        out_stats = cached[1] if cached is not None and cached[0] is grad_output else \
-            tensor_stats(grad_output.data, vm)
-        ins: list = []
         cache = self._grad_cache
+        out_data = grad_output.data
+        cached = cache.pop(id(node), None)
+        out_stats = cached[1] if cached is not None and cached[0].data is out_data else tensor_stats(out_data, vm)
+        ins: list = []
         bad_in = []
+        nxt = node.next
+        prev = None  # (array, stats) of the last input gradient summarised here
         for i, gi in enumerate(grad_inputs):
             if gi is None:
                 ins.append(None)
                 continue
-            s = tensor_stats(gi.data, vm)
+            d = gi.data
+            # a rule that passes its gradient through unchanged (add, sub's first input, reshape of the same
+            # buffer) or sends one array to two inputs: one summary, not two
+            if d is out_data:
+                s = out_stats
+            elif prev is not None and prev[0] is d:
+                s = prev[1]
+            else:
+                s = tensor_stats(d, vm)
+                prev = (d, s)
             ins.append(s)
             if s["nan"] or s["inf"]:
                 bad_in.append(i)
-            if i < len(node.next) and node.next[i] is not None:
+            if i < len(nxt) and nxt[i] is not None:
                 # a node: its grad_output, if nothing else adds to it; a leaf: its .grad, if it had none
-                cache[id(node.next[i])] = (gi, s)
+                cache[id(nxt[i])] = (gi, s)
         self.sink({"v": 1, "kind": "grad", "t": _now(), "step": self.step, "node": node.id,
                    "output": out_stats, "inputs": ins})
         if bad_in and self.check_anomalies and self._anomalies < self.anomalies_per_step:
@@ -263,16 +338,25 @@ class EventHook(EngineHook):
 
     def _backward_deferred(self, node: Any, grad_output: Any, grad_inputs: tuple) -> None:
         """backward_postprocess without a pass over any gradient: placeholders, and the op name for `finish`."""
-        cached = self._grad_cache.pop(id(node), None)
-        out = cached[1] if cached is not None and cached[0] is grad_output else self._gstats(grad_output.data)
-        ins: list = []
         cache = self._grad_cache
+        out_data = grad_output.data
+        cached = cache.pop(id(node), None)
+        out = cached[1] if cached is not None and cached[0].data is out_data else self._gstats(out_data)
+        ins: list = []
         nxt = node.next
+        prev = None
         for i, gi in enumerate(grad_inputs):
             if gi is None:
                 ins.append(None)
                 continue
-            s = self._gstats(gi.data)
+            d = gi.data
+            if d is out_data:
+                s = out
+            elif prev is not None and prev[0] is d:
+                s = prev[1]
+            else:
+                s = self._gstats(d)
+                prev = (d, s)
             ins.append(s)
             if i < len(nxt) and nxt[i] is not None:
                 cache[id(nxt[i])] = (gi, s)
@@ -330,15 +414,13 @@ class EventHook(EngineHook):
         at end (the arrays it added to the parameters): the report then costs two dot products per parameter.
         Any other optimizer gets the general path: a snapshot of the parameters at begin, the difference at end.
         """
-        from .report import MAX_PARAMS, _params, report_update  # report imports the emitter, which imports this
-
         if optimizer is None:
             return
         if kind == "optimizer_step_begin":
             if fields.get("exposes_updates"):
                 self._opt_snapshot = (optimizer, None, None)
                 return
-            params = _params(optimizer)[:MAX_PARAMS]
+            params = params_of(optimizer)[:MAX_PARAMS]
             self._opt_snapshot = (optimizer, params, self.copy_params(params))
             return
         snap, self._opt_snapshot = self._opt_snapshot, None
@@ -348,8 +430,10 @@ class EventHook(EngineHook):
         if params is None:
             updates = fields.get("updates")
             if updates is not None:
-                self.report_updates(_params(optimizer)[:MAX_PARAMS], updates, type(optimizer).__name__)
+                self.report_updates(params_of(optimizer)[:MAX_PARAMS], updates, type(optimizer).__name__)
             return
+        from .report import report_update  # report imports the emitter, which imports this; the general path only
+
         report_update(self, params, before, [p.data for p in params], type(optimizer).__name__,
                       before_owned=True)
 
@@ -357,14 +441,12 @@ class EventHook(EngineHook):
         """One `optimizer_step` event from the updates an optimizer applied (``p += u`` for each (p, u)):
         ‖u‖ and ‖p‖ now (both arrays change in place at the next step), the gradient norm from the gradient's
         summary (deferred with it). A parameter without an update (no gradient) moved by 0."""
-        from .report import _norm
-
         by_id = {id(p): u for p, u in updates}
         rows = []
         for p in params:
             u = by_id.get(id(p), by_id)  # absent: no gradient, not moved; None: the optimizer did not say
-            pn = _norm(p.data)
-            un = 0.0 if u is by_id else _norm(u)
+            pn = norm(p.data)
+            un = 0.0 if u is by_id else norm(u)
             rows.append({
                 "leaf": self.leaf_id(p), "name": getattr(p, "name", None), "grad_norm": self.grad_norm(p),
                 "param_norm": pn, "update_norm": un, "update_ratio": (un / pn) if un is not None and pn else None,
@@ -500,6 +582,7 @@ class EventHook(EngineHook):
         """Called by the emitter at each step boundary."""
         self.step = step
         self._anomalies = 0
+        self._finite.clear()
         self._leaf_stats.clear()
         if self._live:
             self.release()

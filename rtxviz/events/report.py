@@ -20,39 +20,16 @@ instead wrap its update in ``with rtxviz.events.optimizer_step(params):``.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from .emitter import _CURRENT, Run
 from .schema import MAX_PARAMS
+from .stats import norm as _norm
+from .stats import params_of as _params
 
 _NULL = contextlib.nullcontext()
-
-
-def _params(source: Any) -> list:
-    """Parameters from a list of Variables, an optimizer (`.params` or `.param_groups`) or a module."""
-    if hasattr(source, "param_groups"):
-        return [p for g in source.param_groups for p in (g["params"] if isinstance(g, dict) else g)]
-    if hasattr(source, "params") and not callable(source.params):
-        return list(source.params)
-    if hasattr(source, "parameters") and callable(source.parameters):
-        return list(source.parameters())
-    return list(source)
-
-
-def _norm(a: Any) -> float | None:
-    if a is None:
-        return None
-    flat = a.ravel()
-    if type(flat) is np.ndarray:
-        v = math.sqrt(float(np.dot(flat, flat))) if flat.dtype.kind == "f" else float(np.linalg.norm(flat))
-    else:
-        v = float(flat.dot(flat).get()) ** 0.5
-    return v if math.isfinite(v) else None
 
 
 def _watched() -> Run | None:

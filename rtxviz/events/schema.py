@@ -71,13 +71,16 @@ class Ref(TypedDict, total=False):
 
 @_strict
 class Stats(TypedDict):
-    """Summary of one tensor (a gradient, usually). NaN/Inf never appear in the numbers: see the counts."""
+    """Summary of one tensor (a gradient, usually). NaN/Inf never appear in the numbers: see the counts.
+
+    `mean` is optional: the emitter sends it only for tensors of at most `stats.MEAN_MAX_NUMEL` (1024) elements
+    (on large gradients it was a fourth pass over memory); runs recorded before carry it everywhere."""
 
     shape: Shape
     norm: float | None
     min: float | None
     max: float | None
-    mean: float | None
+    mean: NotRequired[float | None]
     nan: NotRequired[int]
     inf: NotRequired[int]
     values: NotRequired[Values | None]

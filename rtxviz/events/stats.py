@@ -1,14 +1,17 @@
-"""Tensor summaries for events: norm, min, max, mean, NaN/Inf counts, and the values of small tensors.
+"""Tensor summaries for events: norm, min, max, NaN/Inf counts, the mean and the values of small tensors.
 
-Runs on every op while watching, so it is written for speed: BLAS dot products for the norm and the sum (a
-numpy `sum` is pairwise and about 2.5x slower than `dot` on float32), one min and one max, and the NaN/Inf
-counts only when the norm says something is not finite (a finite sum of squares proves there is no NaN/Inf).
-cupy arrays are summarised on the GPU and copied back as a few numbers in one transfer.
+Runs on every op while watching, so it is written for speed: a BLAS dot product for the norm (a finite sum of
+squares also proves there is no NaN/Inf, so the counts cost nothing in the common case), one min and one max:
+three passes over the gradient. The mean would be a fourth (about a quarter of the summary's time on a large
+gradient), so it is only computed for tensors of at most `MEAN_MAX_NUMEL` elements, and left out of larger
+tensors' summaries. cupy arrays are summarised on the GPU and copied back as a few numbers in one transfer.
 
 >>> import numpy as np
 >>> s = tensor_stats(np.array([3.0, -4.0], dtype=np.float32), values_max_numel=4)
 >>> s["norm"], s["min"], s["max"], s["mean"], s["nan"], s["values"]
 (5.0, -4.0, 3.0, -0.5, 0, [3.0, -4.0])
+>>> "mean" in tensor_stats(np.zeros(MEAN_MAX_NUMEL + 1, dtype=np.float32))
+False
 """
 
 from __future__ import annotations
@@ -31,19 +34,14 @@ def _ones(dtype: Any, n: int) -> np.ndarray:
     return arr[:n]
 
 
-_ROW = 1024
+#: Summaries of tensors with more elements than this carry no `mean` (one more pass over a large gradient; the
+#: issue asks for shape, norm, min, max and the NaN/Inf counts). Small ones keep it: there it costs ~1 µs.
+MEAN_MAX_NUMEL = 1024
 
 
 def _sum(flat: np.ndarray, n: int) -> float:
-    """Sum at BLAS speed: a matrix-vector product against a short vector of ones for the bulk (one memory stream;
-    `dot(x, ones(n))` reads a second n-long stream and is ~40% slower on large arrays), `dot` for the tail."""
-    if n < 4 * _ROW:
-        return float(_dot(flat, _ones(flat.dtype, n)))
-    bulk = n - n % _ROW
-    total = float(_dot(_dot(flat[:bulk].reshape(-1, _ROW), _ones(flat.dtype, _ROW)), _ones(flat.dtype, bulk // _ROW)))
-    if bulk < n:
-        total += float(_dot(flat[bulk:], _ones(flat.dtype, n - bulk)))
-    return total
+    """Sum at BLAS speed (a numpy `sum` is pairwise and slower than `dot` against a cached vector of ones)."""
+    return float(_dot(flat, _ones(flat.dtype, n)))
 
 
 def _finite(x: float) -> float | None:
@@ -70,11 +68,11 @@ def tensor_stats(array: Any, values_max_numel: int = 0) -> dict[str, Any]:
     sq = float(_dot(flat, flat))
     if sq - sq == 0.0:
         # A finite sum of squares proves every element finite (so no NaN/Inf counts, no masking, and the sum
-        # cannot overflow either): the common case costs four passes, two of them BLAS.
-        out = {
-            "shape": list(array.shape), "norm": math.sqrt(sq), "min": float(_min(flat)), "max": float(_max(flat)),
-            "mean": _sum(flat, n) / n, "nan": 0, "inf": 0,
-        }
+        # cannot overflow either): the common case costs three passes (four with the mean of a small tensor).
+        out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": float(_min(flat)), "max": float(_max(flat)),
+               "nan": 0, "inf": 0}
+        if n <= MEAN_MAX_NUMEL:
+            out["mean"] = _sum(flat, n) / n
         if n <= values_max_numel:
             out["values"] = flat.tolist()
         return out
@@ -89,18 +87,18 @@ def _nonfinite_stats(flat: np.ndarray, shape: list, values_max_numel: int) -> di
     finite = nan == 0 and inf == 0
     if finite:  # only the squares overflowed: the values are fine
         sq = float(np.linalg.norm(flat.astype(np.float64))) ** 2
-        total = float(flat.sum(dtype=np.float64))
         mn, mx = float(_min(flat)), float(_max(flat))
     else:
         good = flat[np.isfinite(flat)]
         mn = float(good.min()) if good.size else math.nan
         mx = float(good.max()) if good.size else math.nan
-        sq = total = math.nan
+        sq = math.nan
     out = {
-        "shape": shape, "norm": _finite(math.sqrt(sq)) if finite else None,
-        "min": _finite(mn), "max": _finite(mx), "mean": _finite(total / n) if finite else None,
+        "shape": shape, "norm": _finite(math.sqrt(sq)) if finite else None, "min": _finite(mn), "max": _finite(mx),
         "nan": nan, "inf": inf,
     }
+    if n <= MEAN_MAX_NUMEL:
+        out["mean"] = _finite(float(flat.sum(dtype=np.float64)) / n) if finite else None
     if n <= values_max_numel:
         out["values"] = _value_list(flat, finite)
     return out
@@ -124,8 +122,10 @@ def _cupy_stats(array: Any, shape: list, values_max_numel: int) -> dict[str, Any
     finite = bad == 0
     out = {
         "shape": shape, "norm": _finite(norm) if finite else None, "min": _finite(mn), "max": _finite(mx),
-        "mean": _finite(total / flat.size) if finite else None, "nan": nan_i, "inf": inf_i,
+        "nan": nan_i, "inf": inf_i,
     }
+    if flat.size <= MEAN_MAX_NUMEL:  # the same rule as on the CPU, so a run reads the same on either device
+        out["mean"] = _finite(total / flat.size) if finite else None
     if flat.size <= values_max_numel:
         out["values"] = _value_list(flat.get(), finite)
     return out
@@ -152,6 +152,29 @@ class PendingStats:
         if s is None:
             s = self.stats = tensor_stats(self.array, self.vm)
         return s
+
+
+def norm(a: Any) -> float | None:
+    """‖a‖ (L2, over all elements), None when it is not finite (or `a` is None)."""
+    if a is None:
+        return None
+    flat = a.ravel()
+    if type(flat) is np.ndarray:
+        v = math.sqrt(float(_dot(flat, flat))) if flat.dtype.kind == "f" else float(np.linalg.norm(flat))
+    else:
+        v = float(flat.dot(flat).get()) ** 0.5
+    return v if v - v == 0.0 else None
+
+
+def params_of(source: Any) -> list:
+    """Parameters from a list of Variables, an optimizer (`.params` or `.param_groups`) or a module."""
+    if hasattr(source, "param_groups"):
+        return [p for g in source.param_groups for p in (g["params"] if isinstance(g, dict) else g)]
+    if hasattr(source, "params") and not callable(source.params):
+        return list(source.params)
+    if hasattr(source, "parameters") and callable(source.parameters):
+        return list(source.parameters())
+    return list(source)
 
 
 def count_nonfinite(array: Any) -> tuple[int, int]:

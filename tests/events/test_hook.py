@@ -171,3 +171,57 @@ def test_grad_shared_between_consumer_and_producer_is_consistent():
     assert grads[nodes["tanh"]]["inputs"][0] == grads[nodes["mul_scalar"]]["output"]
     expected = 1 - np.tanh(2 * np.array([1.0, 2.0, 3.0])) ** 2
     assert grads[nodes["mul_scalar"]]["output"]["values"] == pytest.approx(expected.tolist())
+
+
+def test_select_ops_skip_the_forward_check_only_on_inputs_known_finite(monkeypatch):
+    import rtxviz.events.hook as hook_mod
+
+    checked = []
+    real = hook_mod.count_nonfinite
+    monkeypatch.setattr(hook_mod, "count_nonfinite", lambda a: (checked.append(a.shape), real(a))[1])
+    x = var([[1.0, -2.0], [3.0, -4.0]], "x")
+    bad = var([np.nan, 1.0], "bad")
+
+    def run():
+        y = x * 2.0              # checked: mul can overflow
+        y.relu().reshape([4])    # relu of a checked-finite node, reshape of that: no pass needed
+        bad.relu()               # a leaf was never checked: relu of it is, and reports the NaN it passes on
+        (bad * 1.0).relu()       # a node holding NaN is not known finite: relu is checked too
+
+    ev = record(run)
+    ops = [e["op"] for e in kinds(ev, "node")]
+    assert ops == ["mul_scalar", "relu", "reshape", "relu", "mul_scalar", "relu"]
+    # outputs checked: mul_scalar, relu(bad), mul_scalar, relu(bad * 1) (not the relu and reshape of y), plus one
+    # input check by each of the 3 anomalies (which input held the NaN)
+    assert checked == [(2, 2), (2,), (2,), (2,), (2,), (2,), (2,)]
+    an = kinds(ev, "anomaly")
+    by_node = {e["id"]: e["op"] for e in kinds(ev, "node")}
+    assert [by_node[a["node"]] for a in an] == ["relu", "mul_scalar", "relu"]
+    assert an[0]["bad_inputs"] == [0] and not an[0]["origin"] and an[0]["nan"] == 1
+
+
+def test_a_gradient_passed_through_is_summarised_once(monkeypatch):
+    import rtxviz.events.hook as hook_mod
+
+    seen = []
+    real = hook_mod.tensor_stats
+    monkeypatch.setattr(hook_mod, "tensor_stats", lambda a, vm=0: (seen.append(id(a)), real(a, vm))[1])
+    a, b = var([1.0, 2.0], "a"), var([3.0, 4.0], "b")
+
+    def run():
+        ((a * b) + b).sum().backward()   # add sends its output gradient on, unchanged, to both inputs
+
+    ev = record(run)
+    add = kinds(ev, "node")[1]
+    g_add = [e for e in kinds(ev, "grad") if e["node"] == add["id"]][0]
+    assert g_add["output"]["values"] == [1.0, 1.0] and g_add["inputs"][0] == g_add["inputs"][1] == g_add["output"]
+    assert len(seen) == len(set(seen))  # no array summarised twice
+
+
+def test_cached_attrs_keep_bools_and_ints_apart():
+    from rtxviz.events.hook import _attrs_json
+
+    assert _attrs_json({"keepdim": True, "dim": (1,)}) == {"keepdim": True, "dim": [1]}
+    one = _attrs_json({"keepdim": 1, "dim": (1,)})
+    assert one == {"keepdim": 1, "dim": [1]} and type(one["keepdim"]) is int
+    assert _attrs_json({"scale": np.float32(0.5)}) == {"scale": 0.5}  # not cacheable: converted each time

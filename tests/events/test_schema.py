@@ -45,3 +45,14 @@ def test_batch_error_points_at_the_right_event():
 def test_json_schema_covers_every_core_kind():
     schema = json_schema()
     assert CORE_KINDS <= set(schema) and schema["node"]["additionalProperties"] is False
+
+
+def test_stats_mean_is_optional():
+    # large tensors' summaries carry no mean (the emitter leaves it out); older runs with it stay valid
+    stats = {"shape": [784, 512], "norm": 3.5, "min": -0.1, "max": 0.2, "nan": 0, "inf": 0}
+    grad = {"v": 1, "kind": "grad", "t": 1.0, "step": 0, "node": 7, "output": stats, "inputs": [None]}
+    validate_event(grad)
+    validate_event({**grad, "output": {**stats, "mean": 0.01}})
+    with pytest.raises(EventError, match="mean"):
+        validate_event({**grad, "output": {**stats, "mean": "x"}})
+    assert "mean" not in json_schema()["grad"]["$defs"]["Stats"]["required"]
