@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STATIC := rtxviz/web/static/index.html
 FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/*.html frontend/*.css frontend/*.mjs) frontend/package-lock.json
 
-.PHONY: setup frontend system-deps demo test test-python test-frontend lint bench
+.PHONY: setup frontend graphviz system-deps demo test lint bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,12 +20,15 @@ frontend/node_modules/.package-lock.json: frontend/package-lock.json
 $(STATIC): frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
 	cd frontend && npm run build
 
-setup: $(VENV)/.installed $(STATIC)
+setup: $(VENV)/.installed $(STATIC) graphviz
 
 frontend: $(STATIC)
 
+graphviz:
+	bash scripts/system-deps.sh graphviz
+
 system-deps:
-	bash scripts/system-deps.sh
+	bash scripts/system-deps.sh graphviz chromium
 
 demo: setup
 	$(PY) examples/live_demo.py --serve

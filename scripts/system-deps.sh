@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# System packages the tests need beyond Python: graphviz's `dot` (SVG rendering) and Chromium (browser tests).
-# Installs them with apt when missing (as root, or through sudo); otherwise says what to install.
+# System packages beyond Python: graphviz's `dot` (SVG rendering, `make setup`) and Chromium (browser tests,
+# `make test`). Installs the ones named on the command line with apt when missing (as root, or through sudo);
+# otherwise says what to install. Usage: system-deps.sh [graphviz] [chromium]
 set -euo pipefail
+[ $# -gt 0 ] || set -- graphviz chromium
 missing=()
-command -v dot >/dev/null 2>&1 || missing+=(graphviz)
-[ -x /usr/bin/chromium ] || missing+=(chromium)
+for want in "$@"; do
+  case "$want" in
+    graphviz) command -v dot >/dev/null 2>&1 || missing+=(graphviz) ;;
+    chromium) [ -x /usr/bin/chromium ] || missing+=(chromium) ;;
+    *) echo "system-deps: unknown package $want" >&2; exit 2 ;;
+  esac
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "rtxviz: please install ${missing[*]} (e.g. brew install graphviz chromium); the tests that need them skip" >&2
