@@ -35,8 +35,7 @@ def _grads_none(params: list) -> Callable[[], None]:
     return setup
 
 
-@workload("deep_chain")
-def deep_chain() -> tuple:
+def _chain() -> tuple:
     torch.manual_seed(0)
     x = torch.randn(64)
     ws = [(1.0 + 0.1 * torch.randn(64)).requires_grad_() for _ in range(1000)]
@@ -48,23 +47,18 @@ def deep_chain() -> tuple:
             y = torch.tanh(y * w + b)
         return y.sum()
 
-    return (lambda: fwd().backward()), _grads_none(ws + bs)
+    return fwd, ws + bs
+
+
+@workload("deep_chain")
+def deep_chain() -> tuple:
+    fwd, params = _chain()
+    return (lambda: fwd().backward()), _grads_none(params)
 
 
 @workload("deep_chain_forward")
 def deep_chain_forward() -> tuple:
-    torch.manual_seed(0)
-    x = torch.randn(64)
-    ws = [(1.0 + 0.1 * torch.randn(64)).requires_grad_() for _ in range(1000)]
-    bs = [(0.1 * torch.randn(64)).requires_grad_() for _ in range(1000)]
-
-    def fwd() -> Any:
-        y = x
-        for w, b in zip(ws, bs, strict=True):
-            y = torch.tanh(y * w + b)
-        return y.sum()
-
-    return fwd, None
+    return _chain()[0], None
 
 
 @workload("tiny_mlp_train")

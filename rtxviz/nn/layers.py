@@ -113,32 +113,28 @@ class Conv2d(Module):
                 f"padding={self.padding}")
 
 
-class MaxPool2d(Module):
+class _Pool2d(Module):
+    """Shared by the pooling layers: kernel, stride (default: the kernel) and padding, as PyTorch's."""
+
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
         super().__init__()
-        self.kernel_size = _pair(kernel_size, "MaxPool2d kernel_size")
-        self.stride = self.kernel_size if stride is None else _pair(stride, "MaxPool2d stride")
-        self.padding = _pair(padding, "MaxPool2d padding")
+        name = type(self).__name__
+        self.kernel_size = _pair(kernel_size, f"{name} kernel_size")
+        self.stride = self.kernel_size if stride is None else _pair(stride, f"{name} stride")
+        self.padding = _pair(padding, f"{name} padding")
 
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool2d(_Pool2d):
     def forward(self, x: Any) -> Any:
         return _F.max_pool2d(x, self.kernel_size, stride=self.stride, padding=self.padding)
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-
-class AvgPool2d(Module):
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
-        super().__init__()
-        self.kernel_size = _pair(kernel_size, "AvgPool2d kernel_size")
-        self.stride = self.kernel_size if stride is None else _pair(stride, "AvgPool2d stride")
-        self.padding = _pair(padding, "AvgPool2d padding")
-
+class AvgPool2d(_Pool2d):
     def forward(self, x: Any) -> Any:
         return _F.avg_pool2d(x, self.kernel_size, stride=self.stride, padding=self.padding)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class LayerNorm(Module):
