@@ -105,6 +105,8 @@ def bench_big(browser, url: str, budget: int) -> dict:
     total = int(page.locator("#counts").get_attribute("data-total"))
     shown = page.evaluate("document.querySelectorAll('g.vnode').length")
     edges = page.evaluate("document.querySelectorAll('path.edge').length")
+    # what a person sees on opening the run (before the panning below moves the view away)
+    page.screenshot(path=str(ROOT / "test-artifacts" / f"bench-big-budget{budget}.png"))
     fps = page.evaluate("""() => new Promise(done => {
         const app = window.__rtxviz, v = app.view; const k = v.k; let n = 0; const t0 = performance.now();
         function tick(now) {
@@ -114,7 +116,6 @@ def bench_big(browser, url: str, budget: int) -> dict:
         }
         requestAnimationFrame(tick);
     })""")
-    page.screenshot(path=str(ROOT / "test-artifacts" / f"bench-big-budget{budget}.png"))
     page.close()
     return {"budget": budget, "graph_nodes": total, "drawn_nodes": shown, "drawn_edges": edges,
             "first_render_ms": round(first), "pan_fps": round(fps, 1)}
