@@ -230,9 +230,7 @@ def run_mlp(rounds: int = 7, repeat: int = 20) -> None:
     state = mlp_setup()
     counter = {"i": 0}
     with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db")) as url:
-        # BENCH_DEFER_STATS=1: gradient summaries on the sender thread (watch(..., defer_stats=True))
-        opts = {"defer_stats": True} if os.environ.get("BENCH_DEFER_STATS") == "1" else {}
-        run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000, **opts)
+        run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000)
         run.start()
         run.close_timeout = 30
 
@@ -252,8 +250,7 @@ def run_mlp(rounds: int = 7, repeat: int = 20) -> None:
         # the same hook with a sink that throws events away: what recording costs in the training thread alone
         # (stats, event dicts), as opposed to the sender thread and the server competing for the cores
         null_run = events.Run(transport=None, run_name="null")
-        # events thrown away; their gradient placeholders given up as a dropped event's are (old code: no cancel)
-        null_run.hook.sink = getattr(null_run.hook, "cancel", lambda ev: None)
+        null_run.hook.sink = lambda ev: None  # events thrown away
 
         def null_on():
             events.emitter._hooks.add_hook(null_run.hook)
@@ -277,8 +274,7 @@ def run_mlp(rounds: int = 7, repeat: int = 20) -> None:
     print("\n## mlp_train step (784-512-256-10, batch 128, SGD momentum), median ms")
     for k, v in res.items():
         print(f"  {k:26s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%")
-    print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server {stored}, summaries computed "
-          f"on the training thread {st.get('inline_stats', 'all')}")
+    print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server {stored}")
 
 
 # -- 3. the server: ingest from 4 producers, 3 WebSocket consumers ------------------------------------------

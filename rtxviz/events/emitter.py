@@ -157,7 +157,7 @@ class Run:
     def __init__(self, transport: Transport, run_name: str | None = None, sample_every: int = 1,
                  max_queue: int = 100_000, values_max_numel: int = 16, batch_size: int = 2000,
                  flush_interval: float = 0.05, close_timeout: float = 2.0, meta: dict | None = None,
-                 run_id: str | None = None, defer_stats: bool = False, defer_max_bytes: int = 64 << 20) -> None:
+                 run_id: str | None = None) -> None:
         if sample_every < 1:
             raise ValueError(f"watch: sample_every must be >= 1, got {sample_every}")
         if max_queue < 1 or batch_size < 1:
@@ -184,12 +184,7 @@ class Run:
         self._retry_at = 0.0
         self._thread: threading.Thread | None = None
         self._open_step: int | None = None
-        # defer_stats: gradient summaries computed by the sender thread (EventHook.finish). Off by default: on
-        # the 2-core machine it measured slower than computing them here (see docs/events.md)
-        self.hook = EventHook(self._put, values_max_numel=values_max_numel, deferred=defer_stats,
-                              defer_max_bytes=defer_max_bytes)
-        if defer_stats:
-            self.hook.on_backward_end = self._wake.set  # summarise this backward's gradients now
+        self.hook = EventHook(self._put, values_max_numel=values_max_numel)
         self.started = self.closed = False
 
     # -- the producer side (training thread) ------------------------------------------------------------------
@@ -197,8 +192,6 @@ class Run:
         q = self._q
         if len(q) >= self._max:
             self._queue_dropped += 1
-            if self.hook.deferred:
-                self.hook.cancel(event)
             return
         q.append(event)
         if len(q) == self.batch_size:
@@ -246,14 +239,10 @@ class Run:
         return self._queue_dropped + self._send_dropped
 
     def stats(self) -> dict[str, Any]:
-        """Counters: events sent (acknowledged by the server), dropped, queued; failed batches; last error;
-        gradient summaries computed on the training thread because too many waited (defer_stats), the bytes
-        of gradients waiting."""
+        """Counters: events sent (acknowledged by the server), dropped, queued; failed batches; last error."""
         return {"sent": self._sent, "dropped": self.dropped, "queue_dropped": self._queue_dropped,
                 "send_dropped": self._send_dropped, "queued": len(self._q) + len(self._ready),
-                "failed_batches": self._failed_batches, "last_error": self._last_error,
-                "inline_stats": self.hook.inline_stats,
-                "deferred_pending_bytes": self.hook.deferred_pending}
+                "failed_batches": self._failed_batches, "last_error": self._last_error}
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def start(self) -> Run:
@@ -327,13 +316,11 @@ class Run:
                     q.clear()
                     ready.clear()
                 return
-            # Take what is queued now (up to a batch) and finish it at once: the gradient summaries are computed
-            # while the arrays are still in cache, and freed before the next step allocates its own.
             n = min(self.batch_size - len(ready), len(q))
             if n > 0:
                 pop = q.popleft
                 taken = [pop() for _ in range(n)]
-                ready.extend(self.hook.finish(taken) if self.hook.deferred else taken)
+                ready.extend(taken)
             if len(ready) < self.batch_size and not q and not self._closing \
                     and now - self._last_send < self.flush_interval:
                 return  # a small batch: wait for more, up to flush_interval after the last send

@@ -28,7 +28,7 @@ import numpy as np
 from ..engine.graph import TapeNode
 from ..engine.hooks import EngineHook
 from .schema import CORE_KINDS, KIND_PATTERN, MAX_PARAMS, EventError, validate_event
-from .stats import PendingStats, count_nonfinite, jsonable, norm, params_of, tensor_stats
+from .stats import count_nonfinite, jsonable, norm, params_of, tensor_stats
 
 _now = time.time
 _RESERVED = frozenset({"v", "kind", "t", "step", "seq"})
@@ -91,17 +91,12 @@ class EventHook(EngineHook):
 
     values_max_numel: outputs, leaves and gradients with at most this many elements carry their values.
     anomalies_per_step: at most this many `anomaly` events per step (NaN tends to spread to every op after).
-    deferred: gradient summaries are left to whoever consumes the events (the emitter's sender thread): events
-    carry `PendingStats` placeholders (and grad events a private ``_op`` key) until `finish` resolves them, in
-    order, adding the backward anomalies they reveal. Off by default, so a plain sink gets finished events.
-    defer_max_bytes: while more than this many bytes of gradients wait in placeholders, summaries are computed
-    here instead (counted in `inline_stats`): a stalled sender must not keep every step's gradients alive.
     """
 
     name = "rtxviz.events"
 
     def __init__(self, sink: Callable[[dict], None], values_max_numel: int = 16, check_anomalies: bool = True,
-                 anomalies_per_step: int = 20, deferred: bool = False, defer_max_bytes: int = 64 << 20) -> None:
+                 anomalies_per_step: int = 20) -> None:
         self.sink = sink
         self.values_max_numel = int(values_max_numel)
         self.check_anomalies = check_anomalies
@@ -122,37 +117,9 @@ class EventHook(EngineHook):
         # copy of every parameter per step is freed again at once, and glibc then hands the memory back to the
         # OS (heap trimming) and page-faults it in anew on the next step: measured at 5-7x the copy itself.
         self._snap_bufs: dict[int, tuple[Any, Any]] = {}
-        self.deferred = deferred
-        self.defer_max_bytes = defer_max_bytes
-        # Bytes of gradients put into placeholders (training thread), resolved (sender thread), and given up
-        # with a dropped event (training thread): each counter has one writer, so no lock.
-        self.deferred_in = self.deferred_out = self.deferred_cancelled = 0
-        self.inline_stats = 0
         # id(leaf) -> (its gradient's array, that gradient's summary or placeholder): the optimizer report's
         # grad_norm reuses it when `.grad` is still that array.
         self._leaf_stats: dict[int, tuple[Any, Any]] = {}
-        self._fin_step: Any = None  # finish()'s anomaly count: the step it counts for, and the count
-        self._fin_anomalies = 0
-        # This thread's references to the placeholders it made: their gradients are freed here, at the next step
-        # boundary or backward (once summarised), not by the sender whenever it gets to them. Frees at a fixed point
-        # of the step keep glibc's heap in a steady state; frees at random moments from another thread made it
-        # trim and page-fault the memory back (~100-200 faults, +20% on mlp_train).
-        self._live: list[PendingStats] = []
-        #: called after each backward_end event (the emitter wakes its sender to summarise the gradients)
-        self.on_backward_end: Callable[[], Any] | None = None
-
-    def _gstats(self, array: Any) -> Any:
-        """A gradient's summary: a placeholder for the sender (deferred mode, numpy, within the memory bound)
-        or the stats dict computed now."""
-        if self.deferred and type(array) is np.ndarray:
-            n = array.nbytes
-            if self.deferred_in - self.deferred_out - self.deferred_cancelled + n <= self.defer_max_bytes:
-                self.deferred_in += n
-                ph = PendingStats(array, self.values_max_numel)
-                self._live.append(ph)
-                return ph
-            self.inline_stats += 1
-        return tensor_stats(array, self.values_max_numel)
 
     # -- leaves and references ------------------------------------------------------------------------------
     def leaf_id(self, t: Any) -> int:
@@ -283,16 +250,11 @@ class EventHook(EngineHook):
         self._in_backward += 1
         self._grad_cache.clear()
         self._leaf_stats.clear()
-        if self._live:
-            self.release()
         self.sink({"v": 1, "kind": "backward_begin", "t": _now(), "step": self.step,
                    "roots": [r for r in (self.ref(v) for v in roots) if r is not None],
                    "create_graph": bool(create_graph)})
 
     def backward_postprocess(self, node: Any, grad_output: Any, grad_inputs: tuple) -> None:
-        if self.deferred:
-            self._backward_deferred(node, grad_output, grad_inputs)
-            return
         vm = self.values_max_numel
         cache = self._grad_cache
         out_data = grad_output.data
@@ -336,39 +298,11 @@ class EventHook(EngineHook):
                             + (" from a finite output gradient" if origin else "")),
             })
 
-    def _backward_deferred(self, node: Any, grad_output: Any, grad_inputs: tuple) -> None:
-        """backward_postprocess without a pass over any gradient: placeholders, and the op name for `finish`."""
-        cache = self._grad_cache
-        out_data = grad_output.data
-        cached = cache.pop(id(node), None)
-        out = cached[1] if cached is not None and cached[0].data is out_data else self._gstats(out_data)
-        ins: list = []
-        nxt = node.next
-        prev = None
-        for i, gi in enumerate(grad_inputs):
-            if gi is None:
-                ins.append(None)
-                continue
-            d = gi.data
-            if d is out_data:
-                s = out
-            elif prev is not None and prev[0] is d:
-                s = prev[1]
-            else:
-                s = self._gstats(d)
-                prev = (d, s)
-            ins.append(s)
-            if i < len(nxt) and nxt[i] is not None:
-                cache[id(nxt[i])] = (gi, s)
-        ev = {"v": 1, "kind": "grad", "t": _now(), "step": self.step, "node": node.id, "output": out, "inputs": ins}
-        if self.check_anomalies:
-            ev["_op"] = node.op.name
-        self.sink(ev)
-
     def leaf_grad(self, variable: Any, grad: Any) -> None:
         cached = self._grad_cache.pop(id(variable), None)
         data = grad.data
-        stats = cached[1] if cached is not None and cached[0].data is data else self._gstats(data)
+        stats = (cached[1] if cached is not None and cached[0].data is data
+                 else tensor_stats(data, self.values_max_numel))
         self._leaf_stats[id(variable)] = (data, stats)
         self.sink({"v": 1, "kind": "leaf_grad", "t": _now(), "step": self.step, "leaf": self.leaf_id(variable),
                    "stats": stats})
@@ -377,8 +311,6 @@ class EventHook(EngineHook):
         self._in_backward = max(0, self._in_backward - 1)
         self._grad_cache.clear()
         self.sink({"v": 1, "kind": "backward_end", "t": _now(), "step": self.step})
-        if self.on_backward_end is not None:
-            self.on_backward_end()
 
     # -- everything else the engine reports ------------------------------------------------------------------
     def event(self, kind: str, **fields: Any) -> None:
@@ -440,7 +372,7 @@ class EventHook(EngineHook):
     def report_updates(self, params: list, updates: list, name: str) -> None:
         """One `optimizer_step` event from the updates an optimizer applied (``p += u`` for each (p, u)):
         ‖u‖ and ‖p‖ now (both arrays change in place at the next step), the gradient norm from the gradient's
-        summary (deferred with it). A parameter without an update (no gradient) moved by 0."""
+        summary. A parameter without an update (no gradient) moved by 0."""
         by_id = {id(p): u for p, u in updates}
         rows = []
         for p in params:
@@ -456,107 +388,14 @@ class EventHook(EngineHook):
 
     def grad_norm(self, p: Any) -> Any:
         """‖p.grad‖ now (clipping may have replaced it since backward): the norm of the summary this backward
-        made, when `.grad` is still that array; else a new summary's. A placeholder in deferred mode."""
+        made, when `.grad` is still that array; else a new summary's."""
         grad = getattr(p, "grad", None)
         if grad is None:
             return None
         data = grad.data
         entry = self._leaf_stats.get(id(p))
-        s = entry[1] if entry is not None and entry[0] is data else self._gstats(data)
-        return s if type(s) is PendingStats else s["norm"]
-
-    # -- the consumer's side of deferred mode (the emitter's sender thread) ------------------------------------
-    def _resolve(self, ph: PendingStats) -> dict:
-        if ph.stats is None:
-            self.deferred_out += ph.nbytes
-        return ph.resolve()
-
-    def _allow_anomaly(self, step: Any) -> bool:
-        """finish()'s share of the per-step anomaly limit (forward anomalies passing through count too)."""
-        if step != self._fin_step:
-            self._fin_step, self._fin_anomalies = step, 0
-        if self._fin_anomalies >= self.anomalies_per_step:
-            return False
-        self._fin_anomalies += 1
-        return True
-
-    def finish(self, events: list) -> list:
-        """Events as they must be sent: placeholders replaced by their summaries, computed here (numpy releases
-        the GIL in its reductions, so on another thread this overlaps training), and after each grad event with
-        NaN/Inf input gradients its backward `anomaly` event. Call in order, from one thread."""
-        out: list = []
-        app = out.append
-        for ev in events:
-            k = ev["kind"]
-            if k == "grad":
-                o = ev["output"]
-                if type(o) is PendingStats:
-                    o = ev["output"] = self._resolve(o)
-                ins = ev["inputs"]
-                bad = []
-                for i, s in enumerate(ins):
-                    if s is None:
-                        continue
-                    if type(s) is PendingStats:
-                        s = ins[i] = self._resolve(s)
-                    if s["nan"] or s["inf"]:
-                        bad.append(i)
-                op = ev.pop("_op", None)
-                app(ev)
-                if bad and op is not None and self._allow_anomaly(ev["step"]):
-                    app(self._backward_anomaly(ev, op, o, ins, bad))
-                continue
-            if k == "leaf_grad":
-                s = ev["stats"]
-                if type(s) is PendingStats:
-                    ev["stats"] = self._resolve(s)
-            elif k == "optimizer_step":
-                for row in ev["params"]:
-                    g = row["grad_norm"]
-                    if type(g) is PendingStats:
-                        row["grad_norm"] = self._resolve(g)["norm"]
-            elif k == "anomaly":
-                self._allow_anomaly(ev["step"])
-            app(ev)
-        return out
-
-    def _backward_anomaly(self, ev: dict, name: str, out: dict, ins: list, bad: list) -> dict:
-        origin = not (out["nan"] or out["inf"])
-        nid = ev["node"]
-        return {
-            "v": 1, "kind": "anomaly", "t": ev["t"], "step": ev["step"], "phase": "backward", "op": name,
-            "node": nid, "nan": sum(ins[i]["nan"] for i in bad), "inf": sum(ins[i]["inf"] for i in bad),
-            "origin": origin, "bad_inputs": bad,
-            "message": (f"backward of {name} node #{nid} produced NaN/Inf gradients for input(s) {bad}"
-                        + (" from a finite output gradient" if origin else "")),
-        }
-
-    def cancel(self, ev: dict) -> None:
-        """`ev` was dropped (queue full): the bytes its unresolved placeholders hold no longer count as pending
-        (if another queued event shares one, the array stays alive a little longer than counted)."""
-        k = ev.get("kind")
-        if k == "grad":
-            items = [ev["output"], *ev["inputs"]]
-        elif k == "leaf_grad":
-            items = [ev["stats"]]
-        elif k == "optimizer_step":
-            items = [r["grad_norm"] for r in ev["params"]]
-        else:
-            return
-        for s in items:
-            if type(s) is PendingStats and s.stats is None:
-                self.deferred_cancelled += s.nbytes
-                s.nbytes = 0
-
-    def release(self) -> None:
-        """Drop this thread's references to summarised gradients (they are freed now, on this thread); the
-        others stay until a later call."""
-        self._live = [ph for ph in self._live if ph.stats is None and ph.nbytes]
-
-    @property
-    def deferred_pending(self) -> int:
-        """Bytes of gradients referenced by events not yet finished (an estimate; see `cancel`)."""
-        return self.deferred_in - self.deferred_out - self.deferred_cancelled
+        s = entry[1] if entry is not None and entry[0] is data else tensor_stats(data, self.values_max_numel)
+        return s["norm"]
 
     def copy_params(self, params: list) -> list:
         """Copies of the parameters' arrays (before an update), in buffers this hook keeps for the next step."""
@@ -584,6 +423,4 @@ class EventHook(EngineHook):
         self._anomalies = 0
         self._finite.clear()
         self._leaf_stats.clear()
-        if self._live:
-            self.release()
         self._in_backward = 0  # a backward that raised never reported its end

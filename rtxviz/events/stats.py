@@ -131,29 +131,6 @@ def _cupy_stats(array: Any, shape: list, values_max_numel: int) -> dict[str, Any
     return out
 
 
-class PendingStats:
-    """A gradient whose summary the emitter's sender thread computes later (`resolve`), just before encoding.
-
-    The training thread only makes this placeholder (a reference to the array, no pass over it); the sender
-    computes `tensor_stats` once, however many events share the placeholder. Only for arrays nobody changes in
-    place until then: the engine's gradients are fresh arrays (see docs/events.md, "Deferred summaries").
-    """
-
-    __slots__ = ("array", "vm", "stats", "nbytes")
-
-    def __init__(self, array: Any, values_max_numel: int) -> None:
-        self.array, self.vm, self.stats = array, values_max_numel, None
-        self.nbytes = array.nbytes
-
-    def resolve(self) -> dict[str, Any]:
-        """The summary (computed on the first call). The array is not let go here: whoever made the placeholder
-        drops it (the EventHook, on its own thread, at a fixed point of the next backward)."""
-        s = self.stats
-        if s is None:
-            s = self.stats = tensor_stats(self.array, self.vm)
-        return s
-
-
 def norm(a: Any) -> float | None:
     """‖a‖ (L2, over all elements), None when it is not finite (or `a` is None)."""
     if a is None:
