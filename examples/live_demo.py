@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -104,6 +105,11 @@ def train(url: str, epochs: int, sample_every: int, delay: float, seed: int) -> 
     return accuracy
 
 
+def _stop(*_: object) -> None:
+    """`kill` (SIGTERM) stops the demo as Ctrl-C does, so the server it started goes down with it."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", action="store_true", help="start a viewer server first (and keep it running)")
@@ -118,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     server = None
+    signal.signal(signal.SIGTERM, _stop)
     url = args.url
     if args.serve:
         Path(args.db).parent.mkdir(parents=True, exist_ok=True)
