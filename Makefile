@@ -7,7 +7,8 @@ FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/*.html frontend/*.css fron
 
 .PHONY: setup frontend graphviz system-deps demo test lint bench
 
-$(VENV)/.installed: pyproject.toml
+# setup.py compiles rtxviz/events/_native.c into the source tree (an editable install builds in place)
+$(VENV)/.installed: pyproject.toml setup.py rtxviz/events/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -33,9 +34,10 @@ system-deps:
 demo: setup
 	$(PY) examples/live_demo.py --serve
 
+# RTXVIZ_REQUIRE_NATIVE: here the compiled summaries must have been built (tests/events/test_stats.py checks)
 test: setup system-deps
 	cd frontend && npm test
-	$(PY) -m pytest
+	RTXVIZ_REQUIRE_NATIVE=1 $(PY) -m pytest
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,13 +1,16 @@
-"""Build hook: wheels and sdists carry the built viewer (rtxviz/web/static), so pip users need no Node.
+"""Build hooks: wheels and sdists carry the built viewer (rtxviz/web/static), so pip users need no Node; and the
+one C file (rtxviz/events/_native.c, one-pass tensor summaries for the event stream) is compiled when a C compiler
+is there. It is optional: without it the same summaries come from numpy, a little slower.
 
 Everything else about the package is in pyproject.toml.
 """
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -29,4 +32,10 @@ class BuildPyWithViewer(build_py):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildPyWithViewer})
+NATIVE = Extension(
+    "rtxviz.events._native", ["rtxviz/events/_native.c"],
+    extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
+    optional=True,  # no compiler: the package still installs, and rtxviz.events.stats uses numpy
+)
+
+setup(cmdclass={"build_py": BuildPyWithViewer}, ext_modules=[NATIVE])

@@ -73,8 +73,8 @@ class Ref(TypedDict, total=False):
 class Stats(TypedDict):
     """Summary of one tensor (a gradient, usually). NaN/Inf never appear in the numbers: see the counts.
 
-    `mean` is optional: the emitter sends it only for tensors of at most `stats.MEAN_MAX_NUMEL` (1024) elements
-    (on large gradients it was a fourth pass over memory); runs recorded before carry it everywhere."""
+    `mean` is optional in the schema: this emitter sends it for every tensor, but runs recorded by earlier
+    versions lack it on tensors over 1024 elements."""
 
     shape: Shape
     norm: float | None

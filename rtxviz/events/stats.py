@@ -1,17 +1,16 @@
-"""Tensor summaries for events: norm, min, max, NaN/Inf counts, the mean and the values of small tensors.
+"""Tensor summaries for events: norm, min, max, mean, NaN/Inf counts and the values of small tensors.
 
-Runs on every op while watching, so it is written for speed: a BLAS dot product for the norm (a finite sum of
-squares also proves there is no NaN/Inf, so the counts cost nothing in the common case), one min and one max:
-three passes over the gradient. The mean would be a fourth (about a quarter of the summary's time on a large
-gradient), so it is only computed for tensors of at most `MEAN_MAX_NUMEL` elements, and left out of larger
-tensors' summaries. cupy arrays are summarised on the GPU and copied back as a few numbers in one transfer.
+Runs on every op while watching, so it is written for speed. The compiled one-pass kernel (`_native.summary`,
+built from `_native.c` when the package is installed with a C compiler) reads a float32/float64 tensor once for
+its sum of squares, sum, min and max. Without it numpy takes four passes: a BLAS dot product for the norm, one
+min, one max, and a dot with ones for the sum. Either way a finite sum of squares proves there is no NaN/Inf, so
+the counts cost nothing in the common case. cupy arrays are summarised on the GPU and copied back as a few
+numbers in one transfer.
 
 >>> import numpy as np
 >>> s = tensor_stats(np.array([3.0, -4.0], dtype=np.float32), values_max_numel=4)
 >>> s["norm"], s["min"], s["max"], s["mean"], s["nan"], s["values"]
 (5.0, -4.0, 3.0, -0.5, 0, [3.0, -4.0])
->>> "mean" in tensor_stats(np.zeros(MEAN_MAX_NUMEL + 1, dtype=np.float32))
-False
 """
 
 from __future__ import annotations
@@ -21,9 +20,18 @@ from typing import Any
 
 import numpy as np
 
+try:
+    from ._native import summary as native_summary
+except ImportError:  # built without a C compiler (or run from a source tree never built): numpy does it
+    native_summary = None
+
 _ONES: dict[Any, np.ndarray] = {}
 # the ufuncs' own reduce (what ndarray.min/max end up calling, minus two Python-level wrappers)
 _min, _max, _dot = np.minimum.reduce, np.maximum.reduce, np.dot
+#: dtypes the native kernel reads (native byte order only: np.dtype(">f4") is not among them)
+NATIVE_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+#: above this many elements a BLAS dot product alone (a norm, a NaN test) is faster than the fused kernel
+_DOT_MIN_NUMEL = 1 << 16
 
 
 def _ones(dtype: Any, n: int) -> np.ndarray:
@@ -32,11 +40,6 @@ def _ones(dtype: Any, n: int) -> np.ndarray:
     if arr is None or arr.shape[0] < n:
         arr = _ONES[dtype] = np.ones(max(n, 1024), dtype=dtype)
     return arr[:n]
-
-
-#: Summaries of tensors with more elements than this carry no `mean` (one more pass over a large gradient; the
-#: issue asks for shape, norm, min, max and the NaN/Inf counts). Small ones keep it: there it costs ~1 µs.
-MEAN_MAX_NUMEL = 1024
 
 
 def _sum(flat: np.ndarray, n: int) -> float:
@@ -65,14 +68,19 @@ def tensor_stats(array: Any, values_max_numel: int = 0) -> dict[str, Any]:
     if array.dtype.kind != "f":
         array = array.astype(np.float64)
     flat = array.ravel()
-    sq = float(_dot(flat, flat))
+    if native_summary is not None and flat.dtype in NATIVE_DTYPES:
+        sq, total, mn, mx = native_summary(flat)
+    else:
+        with np.errstate(over="ignore"):  # float16 squares overflow past 256: the slow path below handles it
+            sq = float(_dot(flat, flat))
+        total = mn = mx = 0.0
+        if sq - sq == 0.0:
+            mn, mx, total = float(_min(flat)), float(_max(flat)), _sum(flat, n)
     if sq - sq == 0.0:
         # A finite sum of squares proves every element finite (so no NaN/Inf counts, no masking, and the sum
-        # cannot overflow either): the common case costs three passes (four with the mean of a small tensor).
-        out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": float(_min(flat)), "max": float(_max(flat)),
+        # cannot overflow either)
+        out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": mn, "max": mx, "mean": total / n,
                "nan": 0, "inf": 0}
-        if n <= MEAN_MAX_NUMEL:
-            out["mean"] = _sum(flat, n) / n
         if n <= values_max_numel:
             out["values"] = flat.tolist()
         return out
@@ -95,10 +103,8 @@ def _nonfinite_stats(flat: np.ndarray, shape: list, values_max_numel: int) -> di
         sq = math.nan
     out = {
         "shape": shape, "norm": _finite(math.sqrt(sq)) if finite else None, "min": _finite(mn), "max": _finite(mx),
-        "nan": nan, "inf": inf,
+        "mean": _finite(float(flat.sum(dtype=np.float64)) / n) if finite else None, "nan": nan, "inf": inf,
     }
-    if n <= MEAN_MAX_NUMEL:
-        out["mean"] = _finite(float(flat.sum(dtype=np.float64)) / n) if finite else None
     if n <= values_max_numel:
         out["values"] = _value_list(flat, finite)
     return out
@@ -122,10 +128,8 @@ def _cupy_stats(array: Any, shape: list, values_max_numel: int) -> dict[str, Any
     finite = bad == 0
     out = {
         "shape": shape, "norm": _finite(norm) if finite else None, "min": _finite(mn), "max": _finite(mx),
-        "nan": nan_i, "inf": inf_i,
+        "mean": _finite(total / flat.size) if finite else None, "nan": nan_i, "inf": inf_i,
     }
-    if flat.size <= MEAN_MAX_NUMEL:  # the same rule as on the CPU, so a run reads the same on either device
-        out["mean"] = _finite(total / flat.size) if finite else None
     if flat.size <= values_max_numel:
         out["values"] = _value_list(flat.get(), finite)
     return out
@@ -137,7 +141,12 @@ def norm(a: Any) -> float | None:
         return None
     flat = a.ravel()
     if type(flat) is np.ndarray:
-        v = math.sqrt(float(_dot(flat, flat))) if flat.dtype.kind == "f" else float(np.linalg.norm(flat))
+        if flat.dtype.kind != "f":
+            v = float(np.linalg.norm(flat))
+        elif native_summary is not None and flat.size <= _DOT_MIN_NUMEL and flat.dtype in NATIVE_DTYPES:
+            v = math.sqrt(native_summary(flat)[0])  # a small one: the kernel's call costs less than dot's
+        else:
+            v = math.sqrt(float(_dot(flat, flat)))
     else:
         v = float(flat.dot(flat).get()) ** 0.5
     return v if v - v == 0.0 else None
@@ -162,7 +171,10 @@ def count_nonfinite(array: Any) -> tuple[int, int]:
     if type(array) is np.ndarray:
         # x·x reads one memory stream (x·ones two); a finite result proves no NaN/Inf. float16 squares overflow
         # at |x| > 256, so there the plain sum is the cheaper test
-        s = float(_dot(flat, flat) if flat.itemsize >= 4 else _dot(flat, _ones(flat.dtype, flat.size)))
+        if native_summary is not None and flat.size <= _DOT_MIN_NUMEL and flat.dtype in NATIVE_DTYPES:
+            s = native_summary(flat)[0]
+        else:
+            s = float(_dot(flat, flat) if flat.itemsize >= 4 else _dot(flat, _ones(flat.dtype, flat.size)))
         if s - s == 0.0:
             return 0, 0
         return int(np.isnan(flat).sum()), int(np.isinf(flat).sum())

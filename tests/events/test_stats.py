@@ -1,13 +1,30 @@
-"""tensor_stats and jsonable against hand-computed numbers."""
+"""tensor_stats and jsonable against hand-computed numbers, through the compiled kernel and through numpy."""
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
 
-from rtxviz.events.stats import MEAN_MAX_NUMEL, count_nonfinite, jsonable, tensor_stats
+from rtxviz.events import stats
+from rtxviz.events.stats import count_nonfinite, jsonable, norm, tensor_stats
+
+
+@pytest.fixture(autouse=True, params=["native", "numpy"])
+def summary_path(request, monkeypatch):
+    """Every test here runs twice: with the compiled one-pass kernel (skipped when it was not built) and with
+    the numpy fallback a machine without a C compiler gets."""
+    if request.param == "native":
+        if stats.native_summary is None:
+            why = "rtxviz.events._native is not built (python setup.py build_ext --inplace)"
+            if os.environ.get("RTXVIZ_REQUIRE_NATIVE") == "1":  # `make test`, and so CI: a failed compile fails
+                pytest.fail(why)
+            pytest.skip(why)
+    else:
+        monkeypatch.setattr(stats, "native_summary", None)
+    return request.param
 
 
 def test_stats_of_finite_values():
@@ -39,19 +56,20 @@ def test_stats_of_ints_empty_and_large():
     big = np.full(100_000, 0.5, dtype=np.float32)
     s = tensor_stats(big)
     assert s["norm"] == pytest.approx(0.5 * math.sqrt(100_000), rel=1e-5) and s["min"] == s["max"] == 0.5
-    assert "mean" not in s  # large tensors' summaries carry no mean (one pass less)
+    assert s["mean"] == pytest.approx(0.5, rel=1e-6)
 
 
-def test_mean_only_for_small_tensors():
-    # x_i = i: the mean of 0..n-1 is (n-1)/2
-    for n in (1, 17, MEAN_MAX_NUMEL):
-        assert tensor_stats(np.arange(n, dtype=np.float32))["mean"] == pytest.approx((n - 1) / 2)
-    assert "mean" not in tensor_stats(np.arange(MEAN_MAX_NUMEL + 1, dtype=np.float32))
-    # NaN present: a small tensor's mean is null, a large one's absent
-    small, large = np.ones(8), np.ones(MEAN_MAX_NUMEL + 1)
-    small[3] = large[3] = np.nan
-    assert tensor_stats(small)["mean"] is None and "mean" not in tensor_stats(large)
-    assert tensor_stats(large)["nan"] == 1 and tensor_stats(large)["max"] == 1.0
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_mean_of_any_size(dtype):
+    # x_i = i: the mean of 0..n-1 is (n-1)/2 (exact in float32 up to 2^24)
+    for n in (1, 17, 1025, 4096 * 5 + 3):
+        assert tensor_stats(np.arange(n, dtype=dtype))["mean"] == pytest.approx((n - 1) / 2, rel=1e-6)
+    # NaN present: the mean is null, the finite extremes stay
+    for n in (8, 5000):
+        x = np.ones(n, dtype=dtype)
+        x[3] = np.nan
+        s = tensor_stats(x)
+        assert s["mean"] is None and (s["nan"], s["min"], s["max"]) == (1, 1.0, 1.0)
     # float16 whose sum of squares overflows (1000 * 200² > 65504): the careful path still gives the mean
     h = np.full(1000, 200.0, dtype=np.float16)
     assert tensor_stats(h)["mean"] == pytest.approx(200.0)
@@ -64,14 +82,49 @@ def test_stats_of_large_arrays(n):
     x = ((i % 7) - 3).astype(np.float32).reshape(-1, 1) if n % 2 else ((i % 7) - 3).astype(np.float32)
     full, rest = divmod(n, 7)
     sq = full * 28 + sum(((k % 7) - 3) ** 2 for k in range(rest))
+    total = full * 0 + sum((k % 7) - 3 for k in range(rest))  # each full period of 7 sums to 0
     s = tensor_stats(x)
-    assert "mean" not in s
+    assert s["mean"] == pytest.approx(total / n, abs=1e-6)
     assert s["norm"] == pytest.approx(math.sqrt(sq), rel=1e-6)
     assert (s["min"], s["max"], s["nan"], s["inf"]) == (-3.0, 3.0, 0, 0)
 
 
+@pytest.mark.parametrize("where", [0, 15, 16, 4095, 4096, 9001])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_extremes_anywhere_and_infinities(where, dtype):
+    # the extreme in any lane, block or the tail; an Inf is counted and taken out of min/max
+    x = np.linspace(-1.0, 1.0, 9003).astype(dtype)  # 9003 = 562 lanes of 16 + 11 in the tail
+    x[where] = 7.0
+    s = tensor_stats(x)
+    assert (s["max"], s["min"], s["nan"], s["inf"]) == (7.0, -1.0 if where else x[1], 0, 0)
+    x[where] = -np.inf
+    s = tensor_stats(x)
+    assert (s["inf"], s["nan"], s["norm"], s["mean"]) == (1, 0, None, None)
+    assert s["min"] == (-1.0 if where else x[1]) and s["max"] == 1.0
+
+
+def test_other_layouts_and_dtypes_take_the_numpy_path():
+    # big-endian, float16 and non-contiguous arrays: the same numbers as their float64 copies
+    base = np.array([[3.0, -4.0, 1.0], [0.5, 2.0, -0.25]])
+    for arr in (base.astype(">f4"), base.astype(np.float16), base.T, base[:, ::2].astype(np.float32)):
+        s, ref = tensor_stats(arr), tensor_stats(np.ascontiguousarray(arr, dtype=np.float64))
+        assert s["norm"] == pytest.approx(ref["norm"], rel=1e-3)
+        assert (s["min"], s["max"]) == (ref["min"], ref["max"])
+        assert s["mean"] == pytest.approx(ref["mean"], rel=1e-3)
+
+
+def test_norm_of_small_and_large_arrays():
+    assert norm(np.array([3.0, 4.0], dtype=np.float32)) == pytest.approx(5.0)
+    assert norm(np.full(1 << 17, 2.0)) == pytest.approx(2.0 * math.sqrt(1 << 17))
+    assert norm(np.array([1.0, np.inf])) is None and norm(np.array([3, 4])) == pytest.approx(5.0)
+
+
 def test_count_nonfinite():
     assert count_nonfinite(np.ones(3)) == (0, 0)
+    assert count_nonfinite(np.ones(1 << 17, dtype=np.float32)) == (0, 0)
+    big = np.ones(1 << 17, dtype=np.float32)
+    big[[5, 77_000]] = [np.nan, np.inf]
+    assert count_nonfinite(big) == (1, 1)
     assert count_nonfinite(np.array([np.nan, np.inf, -np.inf, 1.0])) == (1, 2)
     assert count_nonfinite(np.array([1, 2])) == (0, 0)
 
