@@ -7,8 +7,8 @@ FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/*.html frontend/*.css fron
 
 .PHONY: setup frontend graphviz system-deps demo test lint bench
 
-# setup.py compiles rtxviz/events/_native.c into the source tree (an editable install builds in place)
-$(VENV)/.installed: pyproject.toml setup.py rtxviz/events/_native.c
+# setup.py compiles rtxviz/_native.c into the source tree (an editable install builds in place)
+$(VENV)/.installed: pyproject.toml setup.py rtxviz/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

@@ -1,6 +1,6 @@
 """Build hooks: wheels and sdists carry the built viewer (rtxviz/web/static), so pip users need no Node; and the
-one C file (rtxviz/events/_native.c, one-pass tensor summaries for the event stream) is compiled when a C compiler
-is there. It is optional: without it the same summaries come from numpy, a little slower.
+one C file (rtxviz/_native.c: the fused memory passes of a watched run) is compiled when a C compiler is there. It
+is optional: without it numpy does the same work in more passes.
 
 Everything else about the package is in pyproject.toml.
 """
@@ -33,9 +33,9 @@ class BuildPyWithViewer(build_py):
 
 
 NATIVE = Extension(
-    "rtxviz.events._native", ["rtxviz/events/_native.c"],
+    "rtxviz._native", ["rtxviz/_native.c"],
     extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
-    optional=True,  # no compiler: the package still installs, and rtxviz.events.stats uses numpy
+    optional=True,  # no compiler: the package still installs, and numpy does the work
 )
 
 setup(cmdclass={"build_py": BuildPyWithViewer}, ext_modules=[NATIVE])

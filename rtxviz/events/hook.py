@@ -79,6 +79,11 @@ def _device(array: Any) -> str:
     return "cpu" if type(array) is np.ndarray else f"cuda:{array.device.id}"
 
 
+def _root(squares: float) -> float | None:
+    """√ of a sum of squares; None when it is not finite (NaN/Inf somewhere, or overflow)."""
+    return math.sqrt(squares) if squares - squares == 0.0 else None
+
+
 def _values(array: Any) -> list:
     flat = array.ravel()
     if type(flat) is not np.ndarray:
@@ -342,8 +347,9 @@ class EventHook(EngineHook):
     def _optimizer(self, kind: str, optimizer: Any, fields: dict) -> None:
         """An optimizer's update, reported by the engine hooks as one `optimizer_step` event at end.
 
-        An optimizer that says ``exposes_updates=True`` at begin hands ``updates=[(param, update array), ...]``
-        at end (the arrays it added to the parameters): the report then costs two dot products per parameter.
+        An optimizer that says ``exposes_updates=True`` at begin hands ``updates=[(param, update array,
+        squares), ...]`` at end (the arrays it added to the parameters, and ‖p‖², ‖u‖² when it measured them
+        while adding): the report then costs nothing more, or two dot products per parameter.
         Any other optimizer gets the general path: a snapshot of the parameters at begin, the difference at end.
         """
         if optimizer is None:
@@ -370,15 +376,22 @@ class EventHook(EngineHook):
                       before_owned=True)
 
     def report_updates(self, params: list, updates: list, name: str) -> None:
-        """One `optimizer_step` event from the updates an optimizer applied (``p += u`` for each (p, u)):
-        ‖u‖ and ‖p‖ now (both arrays change in place at the next step), the gradient norm from the gradient's
-        summary. A parameter without an update (no gradient) moved by 0."""
-        by_id = {id(p): u for p, u in updates}
+        """One `optimizer_step` event from the updates an optimizer applied (``p += u`` for each (p, u[, squares])):
+        ‖u‖ and ‖p‖ now (both arrays change in place at the next step), from the squares the optimizer measured
+        while adding when it did, the gradient norm from the gradient's summary. A parameter without an update
+        (no gradient) moved by 0."""
+        by_id = {id(e[0]): e for e in updates}
         rows = []
         for p in params:
-            u = by_id.get(id(p), by_id)  # absent: no gradient, not moved; None: the optimizer did not say
-            pn = norm(p.data)
-            un = 0.0 if u is by_id else norm(u)
+            e = by_id.get(id(p))
+            if e is None:  # no gradient: not moved
+                pn, un = norm(p.data), 0.0
+            elif len(e) > 2 and e[2] is not None:
+                psq, usq = e[2]
+                pn, un = _root(psq), _root(usq)
+            else:
+                pn = norm(p.data)
+                un = None if e[1] is None else norm(e[1])  # None: the optimizer did not say
             rows.append({
                 "leaf": self.leaf_id(p), "name": getattr(p, "name", None), "grad_norm": self.grad_norm(p),
                 "param_norm": pn, "update_norm": un, "update_ratio": (un / pn) if un is not None and pn else None,

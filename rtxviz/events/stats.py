@@ -1,7 +1,7 @@
 """Tensor summaries for events: norm, min, max, mean, NaN/Inf counts and the values of small tensors.
 
-Runs on every op while watching, so it is written for speed. The compiled one-pass kernel (`_native.summary`,
-built from `_native.c` when the package is installed with a C compiler) reads a float32/float64 tensor once for
+Runs on every op while watching, so it is written for speed. The compiled one-pass kernel (`rtxviz._native.summary`,
+built from `rtxviz/_native.c` when the package is installed with a C compiler) reads a float32/float64 tensor once for
 its sum of squares, sum, min and max. Without it numpy takes four passes: a BLAS dot product for the norm, one
 min, one max, and a dot with ones for the sum. Either way a finite sum of squares proves there is no NaN/Inf, so
 the counts cost nothing in the common case. cupy arrays are summarised on the GPU and copied back as a few
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 try:
-    from ._native import summary as native_summary
+    from .._native import summary as native_summary
 except ImportError:  # built without a C compiler (or run from a source tree never built): numpy does it
     native_summary = None
 
@@ -30,8 +30,8 @@ _ONES: dict[Any, np.ndarray] = {}
 _min, _max, _dot = np.minimum.reduce, np.maximum.reduce, np.dot
 #: dtypes the native kernel reads (native byte order only: np.dtype(">f4") is not among them)
 NATIVE_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
-#: above this many elements a BLAS dot product alone (a norm, a NaN test) is faster than the fused kernel
-_DOT_MIN_NUMEL = 1 << 16
+#: above this many elements a BLAS dot product alone (a norm, a NaN test) is faster than the fused kernel (measured)
+_DOT_MIN_NUMEL = 1 << 14
 
 
 def _ones(dtype: Any, n: int) -> np.ndarray:
@@ -60,6 +60,26 @@ def _value_list(flat: Any, finite: bool) -> list:
 
 def tensor_stats(array: Any, values_max_numel: int = 0) -> dict[str, Any]:
     """Summarise `array` (numpy or cupy) as a JSON-safe dict matching `schema.Stats`."""
+    if native_summary is not None and type(array) is np.ndarray:
+        # The common case first, with no checks of its own: the kernel refuses (TypeError, ValueError)
+        # anything but C-contiguous float32/float64 in native byte order, and those take the general path.
+        try:
+            sq, total, mn, mx = native_summary(array)
+        except (TypeError, ValueError, BufferError):
+            pass
+        else:
+            n = array.size
+            if n and sq - sq == 0.0:  # finite: see _stats
+                out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": mn, "max": mx, "mean": total / n,
+                       "nan": 0, "inf": 0}
+                if n <= values_max_numel:
+                    out["values"] = array.ravel().tolist()
+                return out
+    return _stats(array, values_max_numel)
+
+
+def _stats(array: Any, values_max_numel: int) -> dict[str, Any]:
+    """tensor_stats of anything: empty, cupy, integer, float16, strided or byte-swapped arrays, NaN/Inf."""
     n = array.size
     if n == 0:
         return {"shape": list(array.shape), "norm": 0.0, "min": None, "max": None, "mean": None, "nan": 0, "inf": 0}
@@ -165,19 +185,32 @@ def params_of(source: Any) -> list:
 
 def count_nonfinite(array: Any) -> tuple[int, int]:
     """(NaN count, Inf count) of a float array; (0, 0) quickly when everything is finite."""
-    if array.dtype.kind != "f" or array.size == 0:
-        return 0, 0
-    flat = array.ravel()
     if type(array) is np.ndarray:
+        n = array.size
+        if native_summary is not None and n <= _DOT_MIN_NUMEL:
+            try:  # small C-contiguous float32/float64: the kernel's call is the cheapest test
+                s = native_summary(array)[0]
+            except (TypeError, ValueError, BufferError):
+                pass
+            else:
+                if s - s == 0.0:
+                    return 0, 0
+        if array.dtype.kind != "f" or n == 0:
+            return 0, 0
+        flat = array.ravel()
         # x·x reads one memory stream (x·ones two); a finite result proves no NaN/Inf. float16 squares overflow
-        # at |x| > 256, so there the plain sum is the cheaper test
-        if native_summary is not None and flat.size <= _DOT_MIN_NUMEL and flat.dtype in NATIVE_DTYPES:
-            s = native_summary(flat)[0]
+        # at |x| > 256, so there the plain sum is the cheaper test (numpy's own loop, which warns on overflow)
+        if flat.itemsize >= 4:
+            s = float(_dot(flat, flat))
         else:
-            s = float(_dot(flat, flat) if flat.itemsize >= 4 else _dot(flat, _ones(flat.dtype, flat.size)))
+            with np.errstate(over="ignore"):
+                s = float(_dot(flat, _ones(flat.dtype, n)))
         if s - s == 0.0:
             return 0, 0
         return int(np.isnan(flat).sum()), int(np.isinf(flat).sum())
+    if array.dtype.kind != "f" or array.size == 0:
+        return 0, 0
+    flat = array.ravel()
     import cupy  # noqa: PLC0415
 
     nums = cupy.stack([cupy.isnan(flat).sum(), cupy.isinf(flat).sum()]).get()

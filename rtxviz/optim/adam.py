@@ -85,7 +85,7 @@ class Adam(Optimizer):
         # the update array is kept for watchers
         u = m / denom
         u *= -step_size
-        param += u
+        self._add_update(param, u)
         return u
 
 

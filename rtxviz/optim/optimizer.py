@@ -17,6 +17,11 @@ from ..engine.device import xp_of
 from ..engine.tensor import Tensor
 from ..engine.variable import Variable
 
+try:  # p += u and both norms in one pass (rtxviz/_native.c); optional, like every use of it
+    from .._native import add_measured as _add_measured
+except ImportError:
+    _add_measured = None
+
 
 class Optimizer:
     """Holds `param_groups` (a list of dicts: "params" plus hyperparameters) and `state` (per parameter).
@@ -67,6 +72,8 @@ class Optimizer:
     #: `_update` returns the array it added to the parameter (``param += u``), so watchers can report each
     #: update without copying the parameters. A subclass whose `_update` does not return it sets this False.
     exposes_updates = False
+    _measuring = False  # inside a step that hooks report: `_add_update` measures as it adds
+    _measured: tuple[float, float] | None = None
 
     def _exposes_updates(self) -> bool:
         return self.exposes_updates
@@ -75,9 +82,11 @@ class Optimizer:
         """Update every parameter that has a gradient.
 
         While hooks are attached, the step is reported: ``optimizer_step_begin(optimizer, exposes_updates)``
-        and ``optimizer_step_end(optimizer, updates)``, `updates` being [(parameter, update array)] when the
-        optimizer exposes its updates (the arrays may be reused by the next step: read them at once), else None
-        (a watcher then snapshots the parameters at begin).
+        and ``optimizer_step_end(optimizer, updates)``, `updates` being [(parameter, update array, squares)]
+        when the optimizer exposes its updates (the arrays may be reused by the next step: read them at once),
+        else None (a watcher then snapshots the parameters at begin). `squares` is (‖p‖², ‖u‖²) of the
+        parameter after the update and of the update, measured in the same pass as the addition when the
+        native kernel could do it, else None.
         """
         if _hooks.ACTIVE:
             exposes = self._exposes_updates()
@@ -91,24 +100,44 @@ class Optimizer:
         self._step(None)
 
     def _step(self, updates: list | None = None) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                st = self.state.get(id(p))
-                if st is None:
-                    st = self.state[id(p)] = {}
-                grad = g.data
-                if grad.dtype != p.data.dtype:
-                    grad = grad.astype(p.data.dtype)
-                u = self._update(p.data, grad, st, group)
-                if updates is not None:
-                    updates.append((p, u))
+        self._measuring = updates is not None
+        try:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None:
+                        continue
+                    st = self.state.get(id(p))
+                    if st is None:
+                        st = self.state[id(p)] = {}
+                    grad = g.data
+                    if grad.dtype != p.data.dtype:
+                        grad = grad.astype(p.data.dtype)
+                    self._measured = None
+                    u = self._update(p.data, grad, st, group)
+                    if updates is not None:
+                        updates.append((p, u, self._measured))
+        finally:
+            self._measuring = False
+            self._measured = None
 
     def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
-        """Update `param` in place; return the array added to it when `exposes_updates` (else anything)."""
+        """Update `param` in place; return the array added to it when `exposes_updates` (else anything).
+        Built-in optimizers add their update with `_add_update`."""
         raise NotImplementedError
+
+    def _add_update(self, param: Any, u: Any) -> None:
+        """``param += u``. In a step that hooks report, the same pass also measures ‖param‖² (after) and ‖u‖²
+        for the report (rtxviz/_native.c: the same IEEE additions, so the parameters are bit for bit those of
+        an unwatched step); numpy's ``+=`` when the kernel cannot take the arrays (cupy, other dtypes,
+        strided or mismatched), and the watcher then measures on its own."""
+        if self._measuring and _add_measured is not None and type(param) is np.ndarray:
+            try:
+                self._measured = _add_measured(param, u)
+                return
+            except (TypeError, ValueError, BufferError):
+                pass  # refused before writing anything
+        param += u
 
     # -- state ---------------------------------------------------------------------------------------------
     def _params(self) -> list[Variable]:

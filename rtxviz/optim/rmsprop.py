@@ -67,5 +67,5 @@ class RMSprop(Optimizer):
             u = grad / avg
             u *= -group["lr"]
         # p − lr·x as p + (−lr)·x: the same floats (negation is exact), and the update is kept for watchers
-        param += u
+        self._add_update(param, u)
         return u

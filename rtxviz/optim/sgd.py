@@ -60,5 +60,5 @@ class SGD(Optimizer):
         if scratch is None or scratch.shape != param.shape or scratch.dtype != param.dtype:
             scratch = self._scratch[id(param)] = xp_of(param).empty_like(param)
         xp_of(param).multiply(d_p, -group["lr"], out=scratch)
-        param += scratch
+        self._add_update(param, scratch)
         return scratch  # the update (overwritten by the next step)

@@ -18,7 +18,7 @@ def summary_path(request, monkeypatch):
     the numpy fallback a machine without a C compiler gets."""
     if request.param == "native":
         if stats.native_summary is None:
-            why = "rtxviz.events._native is not built (python setup.py build_ext --inplace)"
+            why = "rtxviz._native is not built (python setup.py build_ext --inplace)"
             if os.environ.get("RTXVIZ_REQUIRE_NATIVE") == "1":  # `make test`, and so CI: a failed compile fails
                 pytest.fail(why)
             pytest.skip(why)
