@@ -226,7 +226,7 @@ def server_process(db: str):
         proc.wait(10)
 
 
-def run_mlp(rounds: int = 7, repeat: int = 20) -> None:
+def run_mlp(rounds: int = 25, repeat: int = 20) -> None:
     state = mlp_setup()
     counter = {"i": 0}
     with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db")) as url:

@@ -305,7 +305,7 @@ class Run:
         self.transport.close()
 
     #: events encoded between two yields of the GIL (see `_encode`)
-    ENCODE_CHUNK = 64
+    ENCODE_CHUNK = 16
 
     def _encode(self, batch: list) -> list[bytes]:
         """Encode a batch, yielding the GIL every ENCODE_CHUNK events (~50 µs). A training thread that comes

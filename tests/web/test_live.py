@@ -142,9 +142,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _start_server(db, port):
+def _start_server(db, port, *extra):
     env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db],
+    proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     line = proc.stdout.readline()
     assert "serving on" in line, line
@@ -186,3 +186,27 @@ def test_server_killed_mid_run_the_loop_finishes_and_drops_are_counted(tmp_path)
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _niceness(pid):
+    # field 19 of /proc/PID/stat, counted after the parenthesised command name (which may hold spaces)
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads niceness from /proc (Linux)")
+@pytest.mark.parametrize("extra, increment", [((), 10), (("--nice", "3"), 3), (("--nice", "0"), 0)])
+def test_serve_lowers_its_own_priority(tmp_path, extra, increment):
+    proc, _ = _start_server(str(tmp_path / "nice.db"), _free_port(), *extra)
+    try:
+        assert _niceness(proc.pid) == min(19, os.nice(0) + increment)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_serve_refuses_a_negative_nice(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "rtxviz.cli", "serve", "--nice", "-5", "--db", str(tmp_path / "n.db")],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert out.returncode == 2 and "--nice must be >= 0" in out.stderr
