@@ -160,7 +160,7 @@ def run_engine() -> None:
         "hooks compiled out": (enter, run, leave),
         "no-op hook attached": (noop.__enter__, run, lambda: noop.__exit__()),
         "EventHook, null sink": (sink.__enter__, run, lambda: sink.__exit__()),
-    }, rounds=15, repeat=3)
+    }, rounds=40, repeat=3)
     base = res["hooks compiled out"]
     print("\n## deep_chain forward+backward (1000 steps, [64], float32), median ms")
     for k, v in res.items():

@@ -20,10 +20,7 @@ from typing import Any
 
 import numpy as np
 
-try:
-    from .._native import summary as native_summary
-except ImportError:  # built without a C compiler (or run from a source tree never built): numpy does it
-    native_summary = None
+from ..accel import summary as native_summary  # None without the compiled module: numpy does it
 
 _ONES: dict[Any, np.ndarray] = {}
 # the ufuncs' own reduce (what ndarray.min/max end up calling, minus two Python-level wrappers)

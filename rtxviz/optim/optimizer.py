@@ -12,15 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from ..accel import add_measured as _add_measured  # p += u and both norms in one pass; None: numpy's +=
 from ..engine import hooks as _hooks
 from ..engine.device import xp_of
 from ..engine.tensor import Tensor
 from ..engine.variable import Variable
-
-try:  # p += u and both norms in one pass (rtxviz/_native.c); optional, like every use of it
-    from .._native import add_measured as _add_measured
-except ImportError:
-    _add_measured = None
 
 
 class Optimizer:

@@ -12,13 +12,9 @@ import pytest
 
 import rtxviz.events as events
 from rtxviz import Tensor, Variable
+from rtxviz.accel import add_measured
 from rtxviz.optim import SGD, Adam, AdamW, RMSprop
 from rtxviz.optim import optimizer as optimizer_module
-
-try:
-    from rtxviz._native import add_measured
-except ImportError:
-    add_measured = None
 
 needs_native = pytest.mark.skipif(
     add_measured is None and os.environ.get("RTXVIZ_REQUIRE_NATIVE") != "1",

@@ -1,0 +1,27 @@
+"""The optional compiled kernels of `rtxviz/_native.c`, or None for each when the module was not built (no C
+compiler at install) or when the environment variable ``RTXVIZ_NO_NATIVE=1`` asks for the numpy paths.
+
+    summary(x)           -> (sum of squares, sum, min, max) in one pass   (rtxviz.events.stats)
+    add_measured(p, u)   -> p += u, and (‖p‖², ‖u‖²) from the same pass  (rtxviz.optim)
+
+>>> import numpy as np
+>>> from rtxviz import accel
+>>> accel.summary is None or accel.summary(np.array([3.0, -4.0])) == (25.0, -1.0, -4.0, 3.0)
+True
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["add_measured", "summary"]
+
+summary: Any = None
+add_measured: Any = None
+
+if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
+    try:
+        from ._native import add_measured, summary
+    except ImportError:  # built without a C compiler, or a source tree never built: numpy does the work
+        pass
