@@ -31,7 +31,7 @@
 
 /* AVX2+FMA where the CPU has it (picked at load time), baseline SSE2 elsewhere. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define MULTIVERSION
 #endif
