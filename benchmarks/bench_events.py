@@ -226,7 +226,10 @@ def server_process(db: str):
         proc.wait(10)
 
 
-def run_mlp(rounds: int = 25, repeat: int = 20) -> None:
+def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
+    """Each variant runs `repeat` steps per round (long enough for the stream's steady state: the sender flushes
+    every 50 ms), and after a streaming variant the benchmark waits, untimed, until the server has acknowledged
+    everything: otherwise the server's work on one variant's events lands in whichever variant runs next."""
     state = mlp_setup()
     counter = {"i": 0}
     with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db")) as url:
@@ -245,8 +248,15 @@ def run_mlp(rounds: int = 25, repeat: int = 20) -> None:
                 events.emitter._hooks.add_hook(run.hook)
             return go
 
-        detach = lambda: events.emitter._hooks.remove_hook(run.hook)  # noqa: E731
-        detach()
+        def detach():
+            events.emitter._hooks.remove_hook(run.hook)
+            deadline = time.monotonic() + 30
+            while run.stats()["queued"] and time.monotonic() < deadline:
+                run._wake.set()
+                time.sleep(0.005)
+            time.sleep(0.1)  # the last batch's round trip and commit
+
+        events.emitter._hooks.remove_hook(run.hook)
         # the same hook with a sink that throws events away: what recording costs in the training thread alone
         # (stats, event dicts), as opposed to the sender thread and the server competing for the cores
         null_run = events.Run(transport=None, run_name="null")
