@@ -71,6 +71,9 @@ def alternate(variants: dict, rounds: int, repeat: int) -> dict[str, float]:
                 results[name].append(median_ms(fn, repeat, warmup=1))
             finally:
                 teardown()
+    if os.environ.get("BENCH_ROUNDS"):  # show every round's median: is a difference steady, or one bad round?
+        for k, v in results.items():
+            print(f"  {k:26s} " + " ".join(f"{x:.2f}" for x in v))
     return {k: statistics.median(v) for k, v in results.items()}
 
 
