@@ -57,9 +57,9 @@ def median_ms(fn, repeat: int, warmup: int = 2) -> float:
     return statistics.median(times) * 1e3
 
 
-def alternate(variants: dict, rounds: int, repeat: int) -> dict[str, float]:
+def alternate(variants: dict, rounds: int, repeat: int, per_round: dict | None = None) -> dict[str, float]:
     """Median of per-round medians, the variants interleaved round by round in a shuffled order (a fixed order
-    lets drift inside a round pass for a difference)."""
+    lets drift inside a round pass for a difference). `per_round`, when given, receives every round's medians."""
     results: dict[str, list[float]] = {k: [] for k in variants}
     rng = random.Random(0)
     for _ in range(rounds):
@@ -74,6 +74,8 @@ def alternate(variants: dict, rounds: int, repeat: int) -> dict[str, float]:
     if os.environ.get("BENCH_ROUNDS"):  # show every round's median: is a difference steady, or one bad round?
         for k, v in results.items():
             print(f"  {k:26s} " + " ".join(f"{x:.2f}" for x in v))
+    if per_round is not None:
+        per_round.update(results)
     return {k: statistics.median(v) for k, v in results.items()}
 
 
@@ -273,20 +275,25 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
             events.emitter._hooks.remove_hook(null_run.hook)
             events.emitter._CURRENT.remove(null_run)
 
+        rounds_ms: dict = {}
         res = alternate({
             "unattached": (lambda: None, lambda: mlp_step(*state), lambda: None),
             "recording, null sink": (null_on, lambda: mlp_step(*state), null_off),
             "streaming (every step)": (attach(1), streamed, detach),
             "streaming, sample_every=10": (attach(10), streamed, detach),
-        }, rounds, repeat)
+        }, rounds, repeat, rounds_ms)
         run.close()
         st = run.stats()
         with urllib.request.urlopen(f"{url}/api/runs/{run.id}") as r:
             stored = json.loads(r.read())["n_events"]
     base = res["unattached"]
     print("\n## mlp_train step (784-512-256-10, batch 128, SGD momentum), median ms")
+    print("   (overhead: of the medians; and the median of each round's ratio to that round's unattached step,")
+    print("    which drift on a shared machine affects less)")
     for k, v in res.items():
-        print(f"  {k:26s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%")
+        ratios = [a / b for a, b in zip(rounds_ms[k], rounds_ms["unattached"], strict=True)]
+        per = 100 * (statistics.median(ratios) - 1)
+        print(f"  {k:26s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%   per round {per:+6.1f}%")
     print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server {stored}")
 
 
