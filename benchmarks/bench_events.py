@@ -39,7 +39,11 @@ ROOT = Path(os.environ.get("RTXVIZ_BENCH_ROOT") or Path(__file__).resolve().pare
 sys.path.insert(0, str(ROOT))
 
 import rtxviz.events as events  # noqa: E402
-from rtxviz import Tensor, Variable  # noqa: E402
+from rtxviz import (  # noqa: E402
+    Tensor,
+    Variable,
+    nn,  # noqa: E402
+)
 from rtxviz.engine import backward as _backward  # noqa: E402
 from rtxviz.engine import graph as _graph  # noqa: E402
 from rtxviz.engine.hooks import EngineHook  # noqa: E402
@@ -189,8 +193,27 @@ def mlp_setup(seed: int = 0):
     return params, x, onehot, SGD(params, lr=0.01, momentum=0.9)
 
 
+def mlp_train_step():
+    """mlp_train as WORKLOADS.md defines it and bench_training.py measures it: nn.Sequential of Linear/ReLU,
+    CrossEntropyLoss, SGD(lr 0.01, momentum 0.9); one call = zero_grad + forward + backward + step."""
+    rng = np.random.default_rng(0)
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+    opt = SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = Tensor(rng.standard_normal((128, 784)).astype(np.float32))
+    y = Tensor(rng.integers(0, 10, 128))
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step() -> None:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    return step
+
+
 def mlp_step(params, x, onehot, opt) -> float:
-    """One mlp_train iteration through rtxviz.optim.SGD, which reports its update to a watching run itself."""
+    """The same network written out in 16 primitive ops (a log-softmax by hand, one-hot labels): about three
+    times the events and summaries of `mlp_train_step` per step, the heavier case for the stream."""
     opt.zero_grad()
     w1, b1, w2, b2, w3, b3 = params
     h = (x.matmul(w1) + b1).relu()
@@ -234,18 +257,31 @@ def server_process(db: str):
 def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
     """Each variant runs `repeat` steps per round (long enough for the stream's steady state: the sender flushes
     every 50 ms), and after a streaming variant the benchmark waits, untimed, until the server has acknowledged
-    everything: otherwise the server's work on one variant's events lands in whichever variant runs next."""
+    everything: otherwise the server's work on one variant's events lands in whichever variant runs next.
+    Two workloads: mlp_train as defined (nn modules, CrossEntropyLoss) and the same network in primitive ops."""
     state = mlp_setup()
+    workloads = {
+        "mlp_train (nn.Sequential + CrossEntropyLoss, as bench_training)": mlp_train_step(),
+        "the same MLP in 16 primitive ops (hand-written log-softmax)": lambda: mlp_step(*state),
+    }
     counter = {"i": 0}
     with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db")) as url:
         run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000)
         run.start()
         run.close_timeout = 30
+        events.emitter._hooks.remove_hook(run.hook)
+        # the same hook with a sink that throws events away: what recording costs in the training thread alone
+        # (stats, event dicts), as opposed to encoding, the sender thread and the server
+        null_run = events.Run(transport=None, run_name="null")
+        null_run.hook.sink = lambda ev: None  # events thrown away
 
-        def streamed():
-            with run.step(counter["i"]):
-                mlp_step(*state)
-            counter["i"] += 1
+        def null_on():
+            events.emitter._hooks.add_hook(null_run.hook)
+            events.emitter._CURRENT.append(null_run)  # so optimizer_step() reports to it
+
+        def null_off():
+            events.emitter._hooks.remove_hook(null_run.hook)
+            events.emitter._CURRENT.remove(null_run)
 
         def attach(every):
             def go():
@@ -261,39 +297,31 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
                 time.sleep(0.005)
             time.sleep(0.1)  # the last batch's round trip and commit
 
-        events.emitter._hooks.remove_hook(run.hook)
-        # the same hook with a sink that throws events away: what recording costs in the training thread alone
-        # (stats, event dicts), as opposed to the sender thread and the server competing for the cores
-        null_run = events.Run(transport=None, run_name="null")
-        null_run.hook.sink = lambda ev: None  # events thrown away
+        for title, step in workloads.items():
+            def streamed(step=step):
+                with run.step(counter["i"]):
+                    step()
+                counter["i"] += 1
 
-        def null_on():
-            events.emitter._hooks.add_hook(null_run.hook)
-            events.emitter._CURRENT.append(null_run)  # so optimizer_step() reports to it
-
-        def null_off():
-            events.emitter._hooks.remove_hook(null_run.hook)
-            events.emitter._CURRENT.remove(null_run)
-
-        rounds_ms: dict = {}
-        res = alternate({
-            "unattached": (lambda: None, lambda: mlp_step(*state), lambda: None),
-            "recording, null sink": (null_on, lambda: mlp_step(*state), null_off),
-            "streaming (every step)": (attach(1), streamed, detach),
-            "streaming, sample_every=10": (attach(10), streamed, detach),
-        }, rounds, repeat, rounds_ms)
+            rounds_ms: dict = {}
+            res = alternate({
+                "unattached": (lambda: None, step, lambda: None),
+                "recording, null sink": (null_on, step, null_off),
+                "streaming (every step)": (attach(1), streamed, detach),
+                "streaming, sample_every=10": (attach(10), streamed, detach),
+            }, rounds, repeat, rounds_ms)
+            base = res["unattached"]
+            print(f"\n## {title}: 784-512-256-10, batch 128, SGD momentum; median ms per step")
+            print("   (overhead: of the medians; and the median of each round's ratio to that round's unattached step,")
+            print("    which drift on a shared machine affects less)")
+            for k, v in res.items():
+                ratios = [a / b for a, b in zip(rounds_ms[k], rounds_ms["unattached"], strict=True)]
+                per = 100 * (statistics.median(ratios) - 1)
+                print(f"  {k:26s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%   per round {per:+6.1f}%")
         run.close()
         st = run.stats()
         with urllib.request.urlopen(f"{url}/api/runs/{run.id}") as r:
             stored = json.loads(r.read())["n_events"]
-    base = res["unattached"]
-    print("\n## mlp_train step (784-512-256-10, batch 128, SGD momentum), median ms")
-    print("   (overhead: of the medians; and the median of each round's ratio to that round's unattached step,")
-    print("    which drift on a shared machine affects less)")
-    for k, v in res.items():
-        ratios = [a / b for a, b in zip(rounds_ms[k], rounds_ms["unattached"], strict=True)]
-        per = 100 * (statistics.median(ratios) - 1)
-        print(f"  {k:26s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%   per round {per:+6.1f}%")
     print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server {stored}")
 
 
