@@ -35,7 +35,7 @@ export function statsBlock(s: Stats | null | undefined, title: string, cls: stri
   box.append(
     row("norm", f(s.norm), "norm"),
     row("min / max", `${f(s.min)} / ${f(s.max)}`),
-    row("mean", s.mean === undefined ? "—" : f(s.mean)), // absent in runs of earlier versions (tensors over 1024 elements)
+    row("mean", s.mean === undefined ? "—" : f(s.mean)), // absent: large, summarised without rtxviz._native
   );
   if ((s.nan ?? 0) || (s.inf ?? 0)) box.append(row("NaN / Inf", `${s.nan ?? 0} / ${s.inf ?? 0}`, "bad"));
   const cl = gradClass(s);

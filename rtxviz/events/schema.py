@@ -73,8 +73,8 @@ class Ref(TypedDict, total=False):
 class Stats(TypedDict):
     """Summary of one tensor (a gradient, usually). NaN/Inf never appear in the numbers: see the counts.
 
-    `mean` is optional in the schema: this emitter sends it for every tensor, but runs recorded by earlier
-    versions lack it on tensors over 1024 elements."""
+    `mean` is optional: sent for every tensor the compiled kernel summarises, and by the numpy path (no C
+    compiler at install, or float16) only for tensors of at most 1024 elements."""
 
     shape: Shape
     norm: float | None

@@ -2,9 +2,10 @@
 
 Runs on every op while watching, so it is written for speed. The compiled one-pass kernel (`rtxviz._native.summary`,
 built from `rtxviz/_native.c` when the package is installed with a C compiler) reads a float32/float64 tensor once for
-its sum of squares, sum, min and max. Without it numpy takes four passes: a BLAS dot product for the norm, one
-min, one max, and a dot with ones for the sum. Either way a finite sum of squares proves there is no NaN/Inf, so
-the counts cost nothing in the common case. cupy arrays are summarised on the GPU and copied back as a few
+its sum of squares, sum, min and max. Without it (or for a dtype it does not take) numpy takes a pass per number:
+a BLAS dot product for the norm, one min, one max, and for tensors of at most `MEAN_MAX_NUMEL_NUMPY` elements a
+dot with ones for the mean. Either way a finite sum of squares proves there is no NaN/Inf, so the counts cost
+nothing in the common case. cupy arrays are summarised on the GPU and copied back as a few
 numbers in one transfer.
 
 >>> import numpy as np
@@ -27,6 +28,9 @@ _ONES: dict[Any, np.ndarray] = {}
 _min, _max, _dot = np.minimum.reduce, np.maximum.reduce, np.dot
 #: dtypes the native kernel reads (native byte order only: np.dtype(">f4") is not among them)
 NATIVE_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+#: Without the compiled kernel, tensors over this many elements are summarised without their mean (a fourth
+#: numpy pass over every large gradient, ~+4% on a watched mlp_train step); the schema's `mean` is optional.
+MEAN_MAX_NUMEL_NUMPY = 1024
 #: above this many elements a BLAS dot product alone (a norm, a NaN test) is faster than the fused kernel (measured)
 _DOT_MIN_NUMEL = 1 << 14
 
@@ -85,6 +89,7 @@ def _stats(array: Any, values_max_numel: int) -> dict[str, Any]:
     if array.dtype.kind != "f":
         array = array.astype(np.float64)
     flat = array.ravel()
+    total: float | None
     if native_summary is not None and flat.dtype in NATIVE_DTYPES:
         sq, total, mn, mx = native_summary(flat)
     else:
@@ -92,12 +97,15 @@ def _stats(array: Any, values_max_numel: int) -> dict[str, Any]:
             sq = float(_dot(flat, flat))
         total = mn = mx = 0.0
         if sq - sq == 0.0:
-            mn, mx, total = float(_min(flat)), float(_max(flat)), _sum(flat, n)
+            mn, mx = float(_min(flat)), float(_max(flat))
+            # numpy needs a fourth pass for the sum: only small tensors get their mean on this path
+            total = _sum(flat, n) if n <= MEAN_MAX_NUMEL_NUMPY else None
     if sq - sq == 0.0:
         # A finite sum of squares proves every element finite (so no NaN/Inf counts, no masking, and the sum
         # cannot overflow either)
-        out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": mn, "max": mx, "mean": total / n,
-               "nan": 0, "inf": 0}
+        out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": mn, "max": mx, "nan": 0, "inf": 0}
+        if total is not None:
+            out["mean"] = total / n
         if n <= values_max_numel:
             out["values"] = flat.tolist()
         return out

@@ -56,14 +56,21 @@ def test_stats_of_ints_empty_and_large():
     big = np.full(100_000, 0.5, dtype=np.float32)
     s = tensor_stats(big)
     assert s["norm"] == pytest.approx(0.5 * math.sqrt(100_000), rel=1e-5) and s["min"] == s["max"] == 0.5
-    assert s["mean"] == pytest.approx(0.5, rel=1e-6)
+    if stats.native_summary is not None:
+        assert s["mean"] == pytest.approx(0.5, rel=1e-6)
+    else:  # numpy path: no fourth pass for the mean of a large tensor
+        assert "mean" not in s
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_mean_of_any_size(dtype):
     # x_i = i: the mean of 0..n-1 is (n-1)/2 (exact in float32 up to 2^24)
-    for n in (1, 17, 1025, 4096 * 5 + 3):
-        assert tensor_stats(np.arange(n, dtype=dtype))["mean"] == pytest.approx((n - 1) / 2, rel=1e-6)
+    for n in (1, 17, stats.MEAN_MAX_NUMEL_NUMPY, 1025, 4096 * 5 + 3):
+        s = tensor_stats(np.arange(n, dtype=dtype))
+        if stats.native_summary is None and n > stats.MEAN_MAX_NUMEL_NUMPY:
+            assert "mean" not in s  # numpy path: no fourth pass for a large tensor's mean
+        else:
+            assert s["mean"] == pytest.approx((n - 1) / 2, rel=1e-6)
     # NaN present: the mean is null, the finite extremes stay
     for n in (8, 5000):
         x = np.ones(n, dtype=dtype)
@@ -84,7 +91,10 @@ def test_stats_of_large_arrays(n):
     sq = full * 28 + sum(((k % 7) - 3) ** 2 for k in range(rest))
     total = full * 0 + sum((k % 7) - 3 for k in range(rest))  # each full period of 7 sums to 0
     s = tensor_stats(x)
-    assert s["mean"] == pytest.approx(total / n, abs=1e-6)
+    if stats.native_summary is not None:
+        assert s["mean"] == pytest.approx(total / n, abs=1e-6)
+    else:
+        assert "mean" not in s
     assert s["norm"] == pytest.approx(math.sqrt(sq), rel=1e-6)
     assert (s["min"], s["max"], s["nan"], s["inf"]) == (-3.0, 3.0, 0, 0)
 
