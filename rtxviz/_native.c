@@ -27,10 +27,15 @@
 #include <math.h>
 #include <string.h>
 
+#if defined(_MSC_VER) && !defined(__clang__)
+#define restrict __restrict /* MSVC spells C99's restrict this way */
+#endif
+
 #define BLOCK 4096  /* elements per block before the float lanes are added into the double totals */
 
-/* AVX2+FMA where the CPU has it (picked at load time), baseline SSE2 elsewhere. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+/* AVX-512 or AVX2+FMA where the CPU has them (picked at load time through an ifunc, so glibc only), the
+   baseline elsewhere. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__)
 #define MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define MULTIVERSION
