@@ -19,12 +19,13 @@
      it then counts them with numpy.
 
    Only C-contiguous float32 ('f') and float64 ('d') buffers in native byte order are taken; anything else
-   raises TypeError (ValueError when not contiguous), and the caller takes the numpy path. The GIL is released
-   while the loops run. */
+   raises TypeError (ValueError when not contiguous or not aligned), and the caller takes the numpy path. The GIL
+   is released while the loops run over large buffers. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(_MSC_VER) && !defined(__clang__)
@@ -32,10 +33,14 @@
 #endif
 
 #define BLOCK 4096  /* elements per block before the float lanes are added into the double totals */
+/* Below this many elements the GIL stays held: a call takes a few microseconds, and releasing it would invite
+   another thread (the event sender) to take the GIL that the training thread needs again right after. */
+#define RELEASE_GIL_FROM 32768
 
 /* AVX-512 or AVX2+FMA where the CPU has them (picked at load time through an ifunc, so glibc only), the
    baseline elsewhere. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__)
+#if defined(__GNUC__) && __GNUC__ >= 11 && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    defined(__GLIBC__) /* the x86-64-v3/v4 names came with GCC 11 */
 #define MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define MULTIVERSION
@@ -132,14 +137,22 @@ DEFINE_SUMMARY(summary_f64, double, 32)
 DEFINE_ADD_MEASURED(add_measured_f32, float, 32)
 DEFINE_ADD_MEASURED(add_measured_f64, double, 32)
 
-/* 1 for float32, 2 for float64, 0 (with TypeError set) for anything else. */
+/* 1 for float32, 2 for float64, 0 (with TypeError or ValueError set) for anything else, or for a buffer whose
+   address is not a multiple of its item size (the loops read it as float or double). */
 static int float_kind(const Py_buffer *view, const char *who) {
-    const char *fmt = view->format;
+    const char *given = view->format ? view->format : "B"; /* the protocol's default: unsigned bytes */
+    const char *fmt = given;
     if (fmt[0] == '@' || fmt[0] == '=') fmt++; /* native order, spelled out */
-    if (strcmp(fmt, "f") == 0) return 1;
-    if (strcmp(fmt, "d") == 0) return 2;
-    PyErr_Format(PyExc_TypeError, "%s: float32 or float64 buffers only, got format '%s'", who, view->format);
-    return 0;
+    int kind = strcmp(fmt, "f") == 0 ? 1 : strcmp(fmt, "d") == 0 ? 2 : 0;
+    if (!kind) {
+        PyErr_Format(PyExc_TypeError, "%s: float32 or float64 buffers only, got format '%s'", who, given);
+        return 0;
+    }
+    if ((uintptr_t)view->buf % (uintptr_t)view->itemsize != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: the buffer is not aligned to its %zd-byte items", who, view->itemsize);
+        return 0;
+    }
+    return kind;
 }
 
 static PyObject *summary(PyObject *self, PyObject *arg) {
@@ -152,12 +165,12 @@ static PyObject *summary(PyObject *self, PyObject *arg) {
     }
     double out[4];
     Py_ssize_t n = view.len / view.itemsize;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *saved = n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
     if (kind == 1)
         summary_f32((const float *)view.buf, n, out);
     else
         summary_f64((const double *)view.buf, n, out);
-    Py_END_ALLOW_THREADS
+    if (saved) PyEval_RestoreThread(saved);
     PyBuffer_Release(&view);
     return Py_BuildValue("(dddd)", out[0], out[1], out[2], out[3]);
 }
@@ -176,10 +189,16 @@ static PyObject *add_measured(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyObject *result = NULL;
     int kind = float_kind(&p, "add_measured");
     if (!kind) goto done;
-    if (float_kind(&u, "add_measured") != kind || p.len != u.len) {
+    if (float_kind(&u, "add_measured") != kind) {
         if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "add_measured: param and update differ (formats '%s' and '%s', %zd and "
-                         "%zd bytes)", p.format, u.format, p.len, u.len);
+            PyErr_SetString(PyExc_TypeError, "add_measured: param and update have different formats");
+        goto done;
+    }
+    int same_shape = p.ndim == u.ndim && p.len == u.len;
+    for (int i = 0; same_shape && i < p.ndim; i++) same_shape = p.shape[i] == u.shape[i];
+    if (!same_shape) { /* numpy's += would broadcast or refuse; the caller lets it */
+        PyErr_Format(PyExc_TypeError, "add_measured: param and update differ in shape (%d and %d dims, %zd and %zd "
+                     "bytes)", p.ndim, u.ndim, p.len, u.len);
         goto done;
     }
     /* the kernel promises its compiler no aliasing: overlapping buffers go to numpy, which copes */
@@ -190,12 +209,12 @@ static PyObject *add_measured(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     double out[2];
     Py_ssize_t n = p.len / p.itemsize;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *saved = n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
     if (kind == 1)
         add_measured_f32((float *)p.buf, (const float *)u.buf, n, out);
     else
         add_measured_f64((double *)p.buf, (const double *)u.buf, n, out);
-    Py_END_ALLOW_THREADS
+    if (saved) PyEval_RestoreThread(saved);
     result = Py_BuildValue("(dd)", out[0], out[1]);
 done:
     PyBuffer_Release(&u);

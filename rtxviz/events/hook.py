@@ -1,7 +1,7 @@
 """EventHook: turns what the engine does into schema-v1 event dicts, handed to a sink (the emitter's queue).
 
 It runs on every op while watching, so each method builds one plain dict (numbers, strings, lists) and calls
-`sink(event)`; JSON encoding happens later in the emitter's sender thread. Leaves (parameters, data inputs,
+`sink(event)` (the emitter's sink encodes it to JSON at once and queues the bytes). Leaves (parameters, data inputs,
 constants) get small stable ids of their own, kept in an id map with weak references, and a `leaf` event the
 first time they are seen.
 

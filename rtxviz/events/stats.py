@@ -90,7 +90,7 @@ def _stats(array: Any, values_max_numel: int) -> dict[str, Any]:
         array = array.astype(np.float64)
     flat = array.ravel()
     total: float | None
-    if native_summary is not None and flat.dtype in NATIVE_DTYPES:
+    if native_summary is not None and flat.dtype in NATIVE_DTYPES and flat.flags.aligned:
         sq, total, mn, mx = native_summary(flat)
     else:
         with np.errstate(over="ignore"):  # float16 squares overflow past 256: the slow path below handles it
@@ -168,7 +168,8 @@ def norm(a: Any) -> float | None:
     if type(flat) is np.ndarray:
         if flat.dtype.kind != "f":
             v = float(np.linalg.norm(flat))
-        elif native_summary is not None and flat.size <= _DOT_MIN_NUMEL and flat.dtype in NATIVE_DTYPES:
+        elif (native_summary is not None and flat.size <= _DOT_MIN_NUMEL and flat.dtype in NATIVE_DTYPES
+              and flat.flags.aligned):
             v = math.sqrt(native_summary(flat)[0])  # a small one: the kernel's call costs less than dot's
         else:
             v = math.sqrt(float(_dot(flat, flat)))

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..engine.device import xp_of
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ends_with_add_update
 
 
 def _check(name: str, lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> None:
@@ -47,6 +47,7 @@ class Adam(Optimizer):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                                   "amsgrad": amsgrad, "maximize": maximize})
 
+    @ends_with_add_update
     def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
         xp = xp_of(param)
         if group["maximize"]:

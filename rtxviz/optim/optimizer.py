@@ -19,6 +19,14 @@ from ..engine.tensor import Tensor
 from ..engine.variable import Variable
 
 
+def ends_with_add_update(update: Any) -> Any:
+    """Mark a built-in `_update` whose last write to the parameter is `self._add_update(param, u)` with the `u`
+    it returns: the optimizer report may then use the squares measured in that pass. A subclass that overrides
+    `_update` is not marked, and its report measures the parameters itself."""
+    update.ends_with_add_update = True
+    return update
+
+
 class Optimizer:
     """Holds `param_groups` (a list of dicts: "params" plus hyperparameters) and `state` (per parameter).
 
@@ -96,7 +104,10 @@ class Optimizer:
         self._step(None)
 
     def _step(self, updates: list | None = None) -> None:
-        self._measuring = updates is not None
+        # Measure while adding only where `_update` is a built-in one that ends with `_add_update` (marked by
+        # `ends_with_add_update`): a subclass's `_update` may change the parameter after adding (a clamp), add
+        # twice or into another array, and squares measured at the add would then not be the parameter's.
+        self._measuring = updates is not None and getattr(type(self)._update, "ends_with_add_update", False)
         try:
             for group in self.param_groups:
                 for p in group["params"]:
@@ -112,24 +123,27 @@ class Optimizer:
                     self._measured = None
                     u = self._update(p.data, grad, st, group)
                     if updates is not None:
-                        updates.append((p, u, self._measured))
+                        measured = self._measured
+                        # the squares belong to this update only if it is the array that was added last
+                        updates.append((p, u, measured[1] if measured is not None and measured[0] is u else None))
         finally:
             self._measuring = False
             self._measured = None
 
     def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
         """Update `param` in place; return the array added to it when `exposes_updates` (else anything).
-        Built-in optimizers add their update with `_add_update`."""
+        Built-in optimizers add their update with `_add_update` as their last write."""
         raise NotImplementedError
 
     def _add_update(self, param: Any, u: Any) -> None:
         """``param += u``. In a step that hooks report, the same pass also measures ‖param‖² (after) and ‖u‖²
         for the report (rtxviz/_native.c: the same IEEE additions, so the parameters are bit for bit those of
-        an unwatched step); numpy's ``+=`` when the kernel cannot take the arrays (cupy, other dtypes,
-        strided or mismatched), and the watcher then measures on its own."""
-        if self._measuring and _add_measured is not None and type(param) is np.ndarray:
+        an unwatched step); numpy's ``+=`` when the kernel cannot take the arrays (cupy, other dtypes or
+        shapes, strided, unaligned), and the watcher then measures on its own."""
+        if (self._measuring and _add_measured is not None and type(param) is np.ndarray
+                and type(u) is np.ndarray and u.shape == param.shape):
             try:
-                self._measured = _add_measured(param, u)
+                self._measured = (u, _add_measured(param, u))
                 return
             except (TypeError, ValueError, BufferError):
                 pass  # refused before writing anything

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..engine.device import xp_of
-from .optimizer import Optimizer
+from .optimizer import Optimizer, ends_with_add_update
 
 
 class SGD(Optimizer):
@@ -36,6 +36,7 @@ class SGD(Optimizer):
 
     exposes_updates = True
 
+    @ends_with_add_update
     def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
         d_p = -grad if group["maximize"] else grad
         wd = group["weight_decay"]

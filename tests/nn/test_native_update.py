@@ -151,3 +151,60 @@ def test_add_measured_refuses_without_writing():
     q = np.array([1.0, np.inf, 2.0], np.float32)
     psq, _ = add_measured(q, np.array([np.nan, 0.0, 1.0], np.float32))
     assert math.isnan(psq) and np.isnan(q[0]) and np.isinf(q[1]) and q[2] == 3.0
+
+
+class ClampSGD(SGD):
+    """A user's optimizer that changes the parameter after the built-in update added to it."""
+
+    def _update(self, param, grad, state, group):
+        u = super()._update(param, grad, state, group)
+        np.clip(param, -0.5, 0.5, out=param)
+        return u
+
+
+def test_a_subclass_that_writes_after_the_add_reports_the_true_parameter_norm(update_path):
+    p = Variable.from_tensor(Tensor(np.array([3.0, -4.0, 0.25], np.float32)), name="w")
+    opt = ClampSGD([p], lr=0.1)
+    sink = Sink()
+    with events.watch(transport=sink, flush_interval=0.01) as run:
+        with run.step(0):
+            (p * p).sum().backward()
+            opt.step()
+    (rep,) = [e for e in sink.events if e["kind"] == "optimizer_step"]
+    # after the step: [3, -4, 0.25] - 0.1 * 2p = [2.4, -3.2, 0.2], clamped to [0.5, -0.5, 0.2]
+    assert rep["params"][0]["param_norm"] == pytest.approx(math.sqrt(0.25 + 0.25 + 0.04), rel=1e-6)
+
+
+def test_mismatched_shapes_fail_as_numpy_does_while_watched(update_path):
+    opt = SGD([Variable.from_tensor(Tensor(np.zeros((2, 3), np.float32)))], lr=0.1)
+    opt._measuring = True
+    for shape in [(3, 2), (1, 6)]:
+        param = np.zeros((2, 3), np.float32)
+        with pytest.raises(ValueError):
+            opt._add_update(param, np.ones(shape, np.float32))
+        assert not param.any()
+    param = np.zeros((2, 3), np.float32)
+    opt._add_update(param, np.ones(3, np.float32))  # broadcasting, as numpy's += allows
+    assert param.tolist() == [[1.0] * 3] * 2
+
+
+@needs_native
+def test_unaligned_buffers_are_refused_and_summarised_by_numpy():
+    from rtxviz.accel import summary
+    from rtxviz.events.stats import tensor_stats
+
+    raw = np.zeros(4 * 64 + 1, np.uint8)
+    x = raw[1:].view(np.float32)  # one byte off: not a multiple of 4
+    x[:] = np.arange(64, dtype=np.float32)
+    assert not x.flags.aligned
+    with pytest.raises(ValueError):
+        summary(x)
+    with pytest.raises(ValueError):
+        add_measured(x, np.ones(64, np.float32))
+    assert x.tolist() == list(range(64))
+    s = tensor_stats(x)
+    assert (s["min"], s["max"], s["mean"]) == (0.0, 63.0, 31.5)
+    from rtxviz.events.stats import count_nonfinite, norm
+
+    assert norm(x) == pytest.approx(math.sqrt(sum(i * i for i in range(64))))
+    assert count_nonfinite(x) == (0, 0)
