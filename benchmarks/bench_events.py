@@ -256,7 +256,7 @@ def server_process(db: str):
 
 def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
     """Each variant runs `repeat` steps per round (long enough for the stream's steady state: the sender flushes
-    every 50 ms), and after a streaming variant the benchmark waits, untimed, until the server has acknowledged
+    every 100 ms), and after a streaming variant the benchmark waits, untimed, until the server has acknowledged
     everything: otherwise the server's work on one variant's events lands in whichever variant runs next.
     Two workloads: mlp_train as defined (nn modules, CrossEntropyLoss) and the same network in primitive ops."""
     state = mlp_setup()

@@ -157,7 +157,7 @@ class Run:
 
     def __init__(self, transport: Transport, run_name: str | None = None, sample_every: int = 1,
                  max_queue: int = 100_000, values_max_numel: int = 16, batch_size: int = 2000,
-                 flush_interval: float = 0.05, close_timeout: float = 2.0, meta: dict | None = None,
+                 flush_interval: float = 0.1, close_timeout: float = 2.0, meta: dict | None = None,
                  run_id: str | None = None) -> None:
         if sample_every < 1:
             raise ValueError(f"watch: sample_every must be >= 1, got {sample_every}")
