@@ -50,14 +50,18 @@ _PLAIN = frozenset({int, bool, str, type(None)})
 
 
 def _attrs_json(attrs: dict) -> Any:
-    """`jsonable(attrs)`, cached by content when every value is a plain int/bool/str/None or a tuple of ints
-    (nearly every op's attrs: dims, keepdim, shapes); the result is shared, so sinks must not change it."""
+    """`jsonable(attrs)`, cached by content when every value is a plain int/bool/str/None, a tuple of ints
+    (nearly every op's attrs: dims, keepdim, shapes) or an array-like, which `jsonable` reduces to its shape and
+    dtype (class targets, indices); the result is shared, so sinks must not change it."""
     key = []
     for k, v in attrs.items():
         tv = type(v)
-        if tv not in _PLAIN and not (tv is tuple and all(type(x) is int for x in v)):
+        if tv in _PLAIN or (tv is tuple and all(type(x) is int for x in v)):
+            key.append((k, tv, v))  # the type too: True == 1 and hash alike, but must not share a result
+        elif hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, np.generic):
+            key.append((k, "array", tuple(v.shape), v.dtype))
+        else:
             return jsonable(attrs)
-        key.append((k, tv, v))  # the type too: True == 1 and hash alike, but must not share a result
     key = tuple(key)
     out = _ATTRS.get(key)
     if out is None:
@@ -365,15 +369,20 @@ class EventHook(EngineHook):
         if snap is None or snap[0] is not optimizer:
             return
         _, params, before = snap
-        if params is None:
-            updates = fields.get("updates")
-            if updates is not None:
-                self.report_updates(params_of(optimizer)[:MAX_PARAMS], updates, type(optimizer).__name__)
-            return
-        from .report import report_update  # report imports the emitter, which imports this; the general path only
+        try:
+            if params is None:
+                updates = fields.get("updates")
+                if updates is not None:
+                    self.report_updates(params_of(optimizer)[:MAX_PARAMS], updates, type(optimizer).__name__)
+                return
+            from .report import report_update  # report imports the emitter, which imports this; general path only
 
-        report_update(self, params, before, [p.data for p in params], type(optimizer).__name__,
-                      before_owned=True)
+            report_update(self, params, before, [p.data for p in params], type(optimizer).__name__,
+                          before_owned=True)
+        finally:
+            # let go of this backward's gradient arrays now: held until the next backward, they are not freed
+            # by the user's zero_grad, and the next forward's activations land in colder memory
+            self._leaf_stats.clear()
 
     def report_updates(self, params: list, updates: list, name: str) -> None:
         """One `optimizer_step` event from the updates an optimizer applied (``p += u`` for each (p, u[, squares])):

@@ -45,6 +45,10 @@ class IndexArg:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.array.shape)
 
+    @property
+    def dtype(self) -> Any:
+        return self.array.dtype
+
     def __repr__(self) -> str:
         return f"<{self.array.dtype} indices {tuple(self.array.shape)}>"
 
