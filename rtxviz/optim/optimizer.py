@@ -77,7 +77,7 @@ class Optimizer:
     #: update without copying the parameters. A subclass whose `_update` does not return it sets this False.
     exposes_updates = False
     _measuring = False  # inside a step that hooks report: `_add_update` measures as it adds
-    _measured: tuple[float, float] | None = None
+    _measured: tuple[Any, tuple[float, float]] | None = None  # (the update added last, (‖p‖², ‖u‖²))
 
     def _exposes_updates(self) -> bool:
         return self.exposes_updates
