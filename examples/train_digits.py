@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 # Tiny matrices gain nothing from BLAS threads, and on a busy machine OpenBLAS's spinning threads make each
 # 64x128 product up to 1000x slower; one thread unless the caller says otherwise (set before numpy loads).
@@ -44,6 +45,29 @@ def accuracy(model: nn.Module, x: Tensor, y: Tensor) -> float:
     return float((pred == y.numpy()).mean())
 
 
+def fit(model: nn.Module, loss_fn: nn.Module, optimizer: optim.Optimizer, scheduler: Any, loader: DataLoader,
+        epochs: int, train: tuple[Tensor, Tensor], test: tuple[Tensor, Tensor], start: float) -> float:
+    """The training loop both digits examples share: zero_grad, forward, loss, backward, step per batch, the
+    scheduler per epoch, a progress line per epoch; prints and returns the held-out accuracy."""
+    for epoch in range(1, epochs + 1):
+        losses = []
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            progress(epoch, epochs, len(losses), len(loader), float(np.mean(losses)))
+        scheduler.step()
+        print(f"\repoch {epoch:3d}/{epochs} {bar(len(losses), len(loader))} loss {np.mean(losses):.4f} "
+              f"train acc {accuracy(model, *train):.3f}", flush=True)
+
+    acc = accuracy(model, *test)
+    print(f"time: {time.perf_counter() - start:.1f} s")
+    print(f"test accuracy: {acc:.3f}")
+    return acc
+
+
 def main(argv: list[str] | None = None) -> float:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=30)
@@ -70,23 +94,8 @@ def main(argv: list[str] | None = None) -> float:
     print(f"digits: {data.x_train.shape[0]} train / {data.x_test.shape[0]} test rows; model {model.num_parameters()} "
           f"parameters on {args.device}")
 
-    for epoch in range(1, args.epochs + 1):
-        losses = []
-        for xb, yb in loader:
-            optimizer.zero_grad()
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            progress(epoch, args.epochs, len(losses), len(loader), float(np.mean(losses)))
-        scheduler.step()
-        print(f"\repoch {epoch:3d}/{args.epochs} {bar(len(losses), len(loader))} loss {np.mean(losses):.4f} "
-              f"train acc {accuracy(model, data.x_train, data.y_train):.3f}", flush=True)
-
-    acc = accuracy(model, data.x_test, data.y_test)
-    print(f"time: {time.perf_counter() - start:.1f} s")
-    print(f"test accuracy: {acc:.3f}")
-    return acc
+    return fit(model, loss_fn, optimizer, scheduler, loader, args.epochs, (data.x_train, data.y_train),
+               (data.x_test, data.y_test), start)
 
 
 if __name__ == "__main__":

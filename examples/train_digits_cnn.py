@@ -15,14 +15,13 @@ import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see train_digits.py: tiny products, busy machines
 
-import numpy as np  # noqa: E402
 
 import rtxviz  # noqa: E402
 from rtxviz import Tensor, nn, optim  # noqa: E402
 from rtxviz.data import DataLoader, TensorDataset, load_digits  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_digits import accuracy, bar, progress  # noqa: E402
+from train_digits import fit  # noqa: E402
 
 
 class DigitsCNN(nn.Module):
@@ -65,23 +64,8 @@ def main(argv: list[str] | None = None) -> float:
     print(f"digits: {x_train.shape[0]} train / {x_test.shape[0]} test images 1x8x8; model "
           f"{model.num_parameters()} parameters on {args.device}")
 
-    for epoch in range(1, args.epochs + 1):
-        losses = []
-        for xb, yb in loader:
-            optimizer.zero_grad()
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            progress(epoch, args.epochs, len(losses), len(loader), float(np.mean(losses)))
-        scheduler.step()
-        print(f"\repoch {epoch:3d}/{args.epochs} {bar(len(losses), len(loader))} loss {np.mean(losses):.4f} "
-              f"train acc {accuracy(model, x_train, data.y_train):.3f}", flush=True)
-
-    acc = accuracy(model, x_test, data.y_test)
-    print(f"time: {time.perf_counter() - start:.1f} s")
-    print(f"test accuracy: {acc:.3f}")
-    return acc
+    return fit(model, loss_fn, optimizer, scheduler, loader, args.epochs, (x_train, data.y_train),
+               (x_test, data.y_test), start)
 
 
 if __name__ == "__main__":
