@@ -340,6 +340,12 @@ class GraphModel:
                 target[key] = gkey
                 out.nodes.pop(key, None)
                 out.nodes[gkey].attrs["params"] = out.nodes[gkey].attrs.get("params", 0) + 1
+        out.edges = self._edges_between(target)
+        return out
+
+    def _edges_between(self, target: dict[str, str]) -> list[GEdge]:
+        """This model's edges with each end moved to `target[end]` (a group or gap it was folded into): edges
+        inside one target vanish, parallel ones merge into one that counts them and keeps the worst gradient."""
         merged: dict[tuple[str, str], GEdge] = {}
         for e in self.edges:
             s, d = target[e.src], target[e.dst]
@@ -347,12 +353,11 @@ class GraphModel:
                 continue
             m = merged.get((s, d))
             if m is None:
-                merged[(s, d)] = GEdge(s, d, e.index, e.grad)
+                merged[(s, d)] = GEdge(s, d, e.index, e.grad, e.count)
             else:
-                m.count += 1
+                m.count += e.count
                 m.grad = worst([m.grad, e.grad])
-        out.edges = list(merged.values())
-        return out
+        return list(merged.values())
 
     def max_depth(self) -> int:
         return max((len(n.module.split(".")) for n in self.nodes.values() if n.module), default=0)
@@ -417,18 +422,7 @@ class GraphModel:
         gap.label = f"… {gap.members:,} ops …"
         top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         gap.attrs = {"ops": dict(top), "leaves": folded_leaves}
-        merged: dict[tuple[str, str], GEdge] = {}
-        for e in self.edges:
-            s, d = target[e.src], target[e.dst]
-            if s == d:
-                continue
-            m = merged.get((s, d))
-            if m is None:
-                merged[(s, d)] = GEdge(s, d, e.index, e.grad, e.count)
-            else:
-                m.count += e.count
-                m.grad = worst([m.grad, e.grad])
-        out.edges = list(merged.values())
+        out.edges = self._edges_between(target)
         return out
 
 
