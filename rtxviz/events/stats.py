@@ -69,14 +69,24 @@ def tensor_stats(array: Any, values_max_numel: int = 0) -> dict[str, Any]:
         except (TypeError, ValueError, BufferError):
             pass
         else:
-            n = array.size
-            if n and sq - sq == 0.0:  # finite: see _stats
-                out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": mn, "max": mx, "mean": total / n,
-                       "nan": 0, "inf": 0}
-                if n <= values_max_numel:
-                    out["values"] = array.ravel().tolist()
-                return out
+            if array.size:
+                if sq - sq == 0.0:
+                    return _finite_stats(array, sq, total, mn, mx, values_max_numel)
+                return _nonfinite_stats(array.ravel(), list(array.shape), values_max_numel)
     return _stats(array, values_max_numel)
+
+
+def _finite_stats(array: np.ndarray, sq: float, total: float | None, mn: float, mx: float,
+                  values_max_numel: int) -> dict[str, Any]:
+    """The summary of a tensor whose sum of squares `sq` is finite, which proves every element finite (no NaN/Inf
+    to count or mask, and the sum cannot overflow either). `total` None: no mean (the numpy path, large)."""
+    n = array.size
+    out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": mn, "max": mx, "nan": 0, "inf": 0}
+    if total is not None:
+        out["mean"] = total / n
+    if n <= values_max_numel:
+        out["values"] = array.ravel().tolist()
+    return out
 
 
 def _stats(array: Any, values_max_numel: int) -> dict[str, Any]:
@@ -101,14 +111,7 @@ def _stats(array: Any, values_max_numel: int) -> dict[str, Any]:
             # numpy needs a fourth pass for the sum: only small tensors get their mean on this path
             total = _sum(flat, n) if n <= MEAN_MAX_NUMEL_NUMPY else None
     if sq - sq == 0.0:
-        # A finite sum of squares proves every element finite (so no NaN/Inf counts, no masking, and the sum
-        # cannot overflow either)
-        out = {"shape": list(array.shape), "norm": math.sqrt(sq), "min": mn, "max": mx, "nan": 0, "inf": 0}
-        if total is not None:
-            out["mean"] = total / n
-        if n <= values_max_numel:
-            out["values"] = flat.tolist()
-        return out
+        return _finite_stats(flat.reshape(array.shape), sq, total, mn, mx, values_max_numel)
     return _nonfinite_stats(flat, list(array.shape), values_max_numel)
 
 
