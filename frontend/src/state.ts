@@ -406,7 +406,7 @@ export class RunModel {
       this.steps.set(key, rec);
       this.order.push(key);
       this.allSteps.push(step);
-      while (this.order.length > this.keepSteps) this.steps.delete(this.order.shift()!);
+      this.evict();
     }
     if (ev.kind === "step_end") rec.complete = true;
     rec.events.push(ev);
@@ -416,6 +416,17 @@ export class RunModel {
 
   latestKey(): string | null {
     return this.order.length ? this.order[this.order.length - 1] : null;
+  }
+
+  /** Drop the oldest steps beyond `keepSteps`, but never the newest one with a graph: with sampling
+   *  (`sample_every=k`) the k-1 unsampled steps after it hold only their boundaries, and the live view (and a run
+   *  that has ended) must still have a graph to show. */
+  private evict(): void {
+    const keep = this.latestWithNodes();
+    while (this.order.length > this.keepSteps) {
+      const i = this.order[0] === keep ? 1 : 0;
+      this.steps.delete(this.order.splice(i, 1)[0]);
+    }
   }
 
   /** The newest step whose graph has nodes (a cache-hit step may have none). */

@@ -98,6 +98,19 @@ test("only a few steps are kept; replay rebuilds a prefix", () => {
   assert.equal(m.latestWithNodes(), "4");
 });
 
+test("with sampling, the newest step that has a graph outlives the unsampled steps after it", () => {
+  const m = new RunModel(2);
+  m.apply({ ...node(1, "exp", []), step: 0 });
+  for (let s = 1; s <= 4; s++) {  // sample_every=5: steps 1-4 carry only their boundaries
+    m.apply(ev("step_begin", { sampled: false }, s));
+    m.apply(ev("step_end", {}, s));
+  }
+  m.apply(ev("grad_mode", { enabled: false }, null));  // after the loop: an event outside any step
+  assert.equal(m.latestWithNodes(), "0");
+  assert.equal(m.record("0")!.graph.nodes.size, 1);
+  assert.deepEqual(m.order, ["0", "-"]);
+});
+
 test("recompute: the segment input's copy is drawn as the input itself; nested backward keeps the loss as root", () => {
   const m = new RunModel();
   m.apply(leaf(1, "model.w", { param: true }));
