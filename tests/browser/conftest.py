@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..web.server import ThreadServer as ServerThread
 from .shared_browser import acquire, missing, release
 
 STATIC = Path(__file__).resolve().parents[2] / "rtxviz" / "web" / "static"
@@ -24,28 +23,6 @@ def _skip_reason() -> str | None:
     if not (STATIC / "app.js").is_file():
         return "frontend not built: run `cd frontend && npm ci && npm run build` (make test does it)"
     return missing()
-
-
-class ServerThread:
-    def __init__(self, app: Any) -> None:
-        import uvicorn
-
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error",
-                                                    ws="websockets-sansio", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
-        return f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 def post_events(url: str, run_id: str, events: list[dict], token: str | None = None, batch: int = 5000) -> None:

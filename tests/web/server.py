@@ -20,7 +20,7 @@ class ThreadServer:
 
     def __enter__(self) -> str:
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30  # a loaded 2-core CI machine can take seconds
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
