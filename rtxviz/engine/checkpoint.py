@@ -474,7 +474,8 @@ class _CheckpointFunction(BackwardFunction):
                 "freed after the first backward; pass retain_graph=True to the first backward"
             )
         seg = self.seg
-        _hooks.emit("checkpoint", phase="recompute_begin", segment=seg.id, ops=len(seg.sigs))
+        if _hooks.ACTIVE:
+            _hooks.emit("checkpoint", phase="recompute_begin", segment=seg.id, ops=len(seg.sigs))
         leaves: list[Variable] = []
         args = []
         for a in ctx.args:
@@ -517,7 +518,8 @@ class _CheckpointFunction(BackwardFunction):
             for v, node, hks in saved:
                 v._node = node
                 v._hooks = hks
-        _hooks.emit("checkpoint", phase="recompute_end", segment=seg.id)
+        if _hooks.ACTIVE:
+            _hooks.emit("checkpoint", phase="recompute_end", segment=seg.id)
         return grads
 
 
@@ -529,7 +531,8 @@ def _run_segment(fn: Callable[..., Any], args: tuple, check: str, keep: Callable
     if not STATE.enabled:
         return fn(*args)  # as PyTorch: under no_grad nothing is saved, so there is nothing to checkpoint
     seg = _Segment(next(_segment_ids), check, keep)
-    _hooks.emit("checkpoint", phase="begin", segment=seg.id, name=getattr(fn, "__name__", "segment"))
+    if _hooks.ACTIVE:
+        _hooks.emit("checkpoint", phase="begin", segment=seg.id, name=getattr(fn, "__name__", "segment"))
     detached = tuple(Variable._wrap(a.data, None) if isinstance(a, Variable) else a for a in args)
     rng = _random.get_state()
     seg.start(replay=False)
@@ -555,7 +558,8 @@ def _run_segment(fn: Callable[..., Any], args: tuple, check: str, keep: Callable
     if out._node is not None or out.requires_grad:
         out = Variable._wrap(out.data, None)
     if not inputs:
-        _hooks.emit("checkpoint", phase="end", segment=seg.id, ops=len(seg.sigs), saved_bytes=0)
+        if _hooks.ACTIVE:
+            _hooks.emit("checkpoint", phase="end", segment=seg.id, ops=len(seg.sigs), saved_bytes=0)
         return out if isinstance(out, Variable) else Variable._wrap(out.data, None)
     bfn = _CheckpointFunction(_CheckpointContext(fn, args, inputs, len(arg_vars), rng), seg)
     # Saved for backward: the segment's inputs (counted when they are activations, i.e. non-leaf) and, with
@@ -565,8 +569,9 @@ def _run_segment(fn: Callable[..., Any], args: tuple, check: str, keep: Callable
         keys.extend(_memory.track(None, kept[0]) or ())
     bfn.ctx.mem = tuple(keys) if keys else None
     result = record_operation(inputs, out, bfn)
-    _hooks.emit("checkpoint", phase="end", segment=seg.id, ops=len(seg.sigs),
-                saved_bytes=sum(int(a.data.nbytes) for a in args if isinstance(a, Tensor)))
+    if _hooks.ACTIVE:  # nobody listening: no event, and no byte count for it
+        _hooks.emit("checkpoint", phase="end", segment=seg.id, ops=len(seg.sigs),
+                    saved_bytes=sum(int(a.data.nbytes) for a in args if isinstance(a, Tensor)))
     return result
 
 
