@@ -1,4 +1,4 @@
-// Event shapes (schema v1, rtxviz/events/schema.py). Only the fields the viewer reads are typed.
+// Event shapes (schema v1, rtxviz/schema.py). Only the fields the viewer reads are typed.
 
 /** Summary of one tensor; NaN/Inf never appear as numbers (see the counts); null in `values` stands for them. */
 export interface Stats {

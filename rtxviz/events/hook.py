@@ -27,7 +27,7 @@ import numpy as np
 
 from ..engine.graph import TapeNode
 from ..engine.hooks import EngineHook
-from .schema import CORE_KINDS, KIND_PATTERN, MAX_PARAMS, EventError, validate_event
+from ..schema import CORE_KINDS, KIND_PATTERN, MAX_PARAMS, EventError, validate_event
 from .stats import count_nonfinite, jsonable, norm, params_of, tensor_stats
 
 _now = time.time

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .emitter import _CURRENT, Run
-from .schema import MAX_PARAMS
+from ..schema import MAX_PARAMS
 from .stats import norm as _norm
 from .stats import params_of as _params
 

@@ -112,7 +112,7 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
 
 def import_jsonl_to_db(path: str, db: str, run_id: str | None = None) -> str:
     """Validate a JSON-lines run against the schema and append it to a server's SQLite file; returns its id."""
-    from ..events.schema import validate_batch
+    from ..schema import validate_batch
     from ..web.store import Store
 
     events = list(read_jsonl(path))

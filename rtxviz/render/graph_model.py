@@ -4,7 +4,7 @@ Nodes are leaves (data inputs, constants), params, ops and outputs (ops whose va
 carries op, shape, dtype, module path, rule, saved bytes and the gradient that reached it. Edges run forward
 (input -> op) and carry the gradient that flowed back along them. Groups collect nodes by module path.
 
-The event fields are the ones the browser reads (rtxviz/events/schema.py: `leaf`, `node`, `grad`, `leaf_grad`,
+The event fields are the ones the browser reads (rtxviz/schema.py: `leaf`, `node`, `grad`, `leaf_grad`,
 `anomaly`), so a Variable and a recorded step give the same picture.
 
 >>> from rtxviz import Tensor, Variable

@@ -1,4 +1,4 @@
-"""Known event streams for the browser tests and the frontend benchmark (schema v1, rtxviz/events/schema.py)."""
+"""Known event streams for the browser tests and the frontend benchmark (schema v1, rtxviz/schema.py)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import pytest
 import rtxviz.events as events
 from rtxviz import Tensor, Variable
 from rtxviz.engine import hooks
-from rtxviz.events.schema import validate_batch
+from rtxviz.schema import validate_batch
 
 
 class Recorder:

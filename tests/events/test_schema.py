@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtxviz.events.schema import CORE_KINDS, EventError, json_schema, validate_batch, validate_event
+from rtxviz.schema import CORE_KINDS, EventError, json_schema, validate_batch, validate_event
 
 
 def node(**over):

@@ -7,7 +7,7 @@ import json
 import rtxviz
 from rtxviz import Tensor, Variable
 from rtxviz.engine.checkpoint import checkpoint
-from rtxviz.events.schema import validate_batch
+from rtxviz.schema import validate_batch
 from rtxviz.export import (
     chrome_trace,
     events_from_db,

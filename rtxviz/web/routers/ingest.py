@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from ...events.schema import EventError, validate_batch, validate_json_batch
+from ...schema import EventError, validate_batch, validate_json_batch
 from ..deps import Settings, hub_of, settings_of, store_of
 from ..store import Store, StoreFull
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ... import __version__
-from ...events.schema import SCHEMA_VERSION, json_schema
+from ...schema import SCHEMA_VERSION, json_schema
 from ..deps import settings_of, store_of
 from .ingest import RunIdPath
 
