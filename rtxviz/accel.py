@@ -1,7 +1,7 @@
 """The optional compiled kernels of `rtxviz/_native.c`, or None for each when the module was not built (no C
 compiler at install) or when the environment variable ``RTXVIZ_NO_NATIVE=1`` asks for the numpy paths.
 
-    summary(x)           -> (sum of squares, sum, min, max) in one pass   (rtxviz.events.stats)
+    summary(x)           -> (sum of squares, sum, min, max) in one pass   (rtxviz.summary)
     add_measured(p, u)   -> p += u, and (‖p‖², ‖u‖²) from the same pass  (rtxviz.optim)
 
 >>> import numpy as np

@@ -20,18 +20,16 @@ log forward
 from __future__ import annotations
 
 import linecache
-import math
 import os
 import sys
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..engine import hooks as _hooks
 from ..engine.errors import RtxvizError
 from ..engine.graph import TapeNode
+from ..summary import count_nonfinite, describe
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -75,37 +73,6 @@ class AnomalyError(RtxvizError, FloatingPointError):
         self.nan, self.inf, self.inputs = nan, inf, inputs
 
 
-def _host(array: Any) -> np.ndarray:
-    return array.get() if type(array) is not np.ndarray and hasattr(array, "get") else np.asarray(array)
-
-
-def _counts(array: Any) -> tuple[int, int]:
-    """(NaN, Inf) counts; a float sum decides quickly that all is finite."""
-    if array is None or array.dtype.kind not in "fc" or array.size == 0:
-        return 0, 0
-    total = array.sum()
-    if math.isfinite(float(total.real if array.dtype.kind == "c" else total)):
-        return 0, 0
-    a = _host(array)
-    nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
-    return nan, inf
-
-
-def stats(array: Any) -> dict:
-    """shape, dtype, min, max, mean, NaN and Inf counts of an array (computed over its finite values)."""
-    a = _host(array)
-    out: dict[str, Any] = {"shape": tuple(a.shape), "dtype": a.dtype.name}
-    if a.size == 0 or a.dtype.kind not in "fiub":
-        return out
-    af = a.astype(np.float64, copy=False)
-    finite = np.isfinite(af)
-    good = af[finite]
-    out["nan"], out["inf"] = int(np.isnan(af).sum()), int(np.isinf(af).sum())
-    if good.size:
-        out.update(min=float(good.min()), max=float(good.max()), mean=float(good.mean()))
-    return out
-
-
 def _fmt_stats(i: int, s: dict | None, name: str | None = None) -> str:
     if s is None:
         return f"  input {i}: not kept for backward (no statistics)"
@@ -143,10 +110,10 @@ class AnomalyHook(_hooks.EngineHook):
             self.sites[node] = site
         if not self.check_forward or self.tripped:
             return
-        nan, inf = _counts(output.data)
+        nan, inf = count_nonfinite(output.data)
         if nan or inf:
             op = node.op.name if node is not None else getattr(self._op, "name", "?")
-            ins = [stats(t.data) for t in inputs]
+            ins = [describe(t.data) for t in inputs]
             names = [getattr(t, "name", None) for t in inputs]
             self._raise("forward", op, node, site or user_site(2), nan, inf, ins, names)
 
@@ -163,7 +130,7 @@ class AnomalyHook(_hooks.EngineHook):
         nan = inf = 0
         for g in grad_inputs:
             if g is not None:
-                a, b = _counts(g.data)
+                a, b = count_nonfinite(g.data)
                 nan, inf = nan + a, inf + b
         if not (nan or inf):
             return
@@ -173,18 +140,18 @@ class AnomalyHook(_hooks.EngineHook):
         for i, e in enumerate(node.next):
             leaf = e is not None and e.__class__ is not TapeNode
             if saved is not None and i < len(saved) and saved[i] is not None:
-                ins.append(stats(saved[i].data))
+                ins.append(describe(saved[i].data))
             elif leaf:
-                ins.append(stats(e.data))
+                ins.append(describe(e.data))
             elif e is not None and e.out_data is not None:
-                ins.append(stats(e.out_data))
+                ins.append(describe(e.out_data))
             else:
                 ins.append(None)
             names.append(getattr(e, "name", None) if leaf else None)
-        out_bad = _counts(grad_output.data)
+        out_bad = count_nonfinite(grad_output.data)
         extra = ("" if not any(out_bad) else
                  f"\nThe gradient arriving at it already held {out_bad[0]} NaN, {out_bad[1]} Inf.")
-        bad = [i for i, g in enumerate(grad_inputs) if g is not None and any(_counts(g.data))]
+        bad = [i for i, g in enumerate(grad_inputs) if g is not None and any(count_nonfinite(g.data))]
         self._raise("backward", node.op.name, node, self.sites.get(node), nan, inf, ins, names,
                     f"the gradient(s) it computed for input(s) {bad}" + extra, bad)
 

@@ -27,24 +27,14 @@ Three ways to use it, from least to most information:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..engine import hooks as _hooks
-
-
-def _host(a: Any) -> np.ndarray:
-    return a.get() if type(a) is not np.ndarray and hasattr(a, "get") else np.asarray(a)
-
-
-def _norm(a: Any) -> float | None:
-    if a is None:
-        return None
-    v = float(np.linalg.norm(_host(a).astype(np.float64, copy=False).ravel()))
-    return v if math.isfinite(v) else None
+from ..summary import host
+from ..summary import norm as _norm
 
 
 def named_params(source: Any) -> list[tuple[str, Any]]:
@@ -255,7 +245,7 @@ def grad_report(model_or_named_params: Any, optimizer: Any = None, before: Snaps
         if before is not None:
             b = before.before(p)
             if b is not None:
-                row.update_norm = _norm(_host(p.data).astype(np.float64) - _host(b).astype(np.float64))
+                row.update_norm = _norm(host(p.data).astype(np.float64) - host(b).astype(np.float64))
                 row.update_ratio = (row.update_norm / pn) if row.update_norm is not None and pn else None
         rows.append(row)
     rep = GradReport(rows, sorted(relus.sites.values(), key=lambda s: s.module) if relus is not None else [],

@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
+from ..schema import SCHEMA_VERSION, EventError, validate_event
 from .emitter import HttpTransport, Run, current_run, step, watch
 from .hook import EventHook
 from .report import optimizer_step, report_gradcheck, report_optimizer_step
-from ..schema import SCHEMA_VERSION, EventError, validate_event
 
 __all__ = [
     "SCHEMA_VERSION", "EventError", "EventHook", "HttpTransport", "Run", "current_run", "optimizer_step",

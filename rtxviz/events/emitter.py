@@ -32,8 +32,8 @@ from collections import deque
 from typing import Any, Protocol
 
 from ..engine import hooks as _hooks
+from .fields import jsonable
 from .hook import EventHook
-from .stats import jsonable
 
 try:  # optional: a much faster JSON encoder; the stdlib's is the fallback
     import orjson as _orjson

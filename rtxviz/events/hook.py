@@ -28,7 +28,8 @@ import numpy as np
 from ..engine.graph import TapeNode
 from ..engine.hooks import EngineHook
 from ..schema import CORE_KINDS, KIND_PATTERN, MAX_PARAMS, EventError, validate_event
-from .stats import count_nonfinite, jsonable, norm, params_of, tensor_stats
+from ..summary import count_nonfinite, norm, tensor_stats
+from .fields import jsonable, params_of
 
 _now = time.time
 _RESERVED = frozenset({"v", "kind", "t", "step", "seq"})

@@ -24,10 +24,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .emitter import _CURRENT, Run
 from ..schema import MAX_PARAMS
-from .stats import norm as _norm
-from .stats import params_of as _params
+from ..summary import norm as _norm
+from .emitter import _CURRENT, Run
+from .fields import params_of as _params
 
 _NULL = contextlib.nullcontext()
 

@@ -29,16 +29,14 @@ from typing import Any
 
 from ..engine.errors import RtxvizError
 from ..engine.variable import Variable
+from ..summary import EXPLODING, VANISHING, GradStat
 from .dot import DotOptions, quote, to_dot
 from .graph_model import (
-    EXPLODING,
     NOT_CAPTURED,
     NOT_COMPUTED,
-    VANISHING,
     GEdge,
     GNode,
     GradCapture,
-    GradStat,
     GraphModel,
     capture_grads,
     keep_grads,

@@ -16,20 +16,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph_model import EXPLODING, NOT_CAPTURED, VANISHING, GEdge, GNode, GradStat, GraphModel
+from ..summary import CLASSES, EXPLODING, VANISHING, GradStat
+from .graph_model import NOT_CAPTURED, GEdge, GNode, GraphModel
 
 FILL = {"leaf": "#e0f2fe", "param": "#bfdbfe", "op": "#f3f4f6", "output": "#bbf7d0", "group": "#fef3c7",
         "elided": "#f5f5f4"}
 #: What to do when backward ran but no gradient was recorded (the legend says it; node labels stay short).
 CAPTURE_HINT = ("call rtxviz.render.keep_grads() before backward, or run backward inside "
                 "`with rtxviz.render.capture_grads() as g:` and pass grads=g")
-MARK = {  # status -> (border/edge colour, fill override or None, word in the label)
-    "ok": ("#374151", None, ""),
-    "vanishing": ("#2563eb", "#dbeafe", "vanishing"),
-    "exploding": ("#ea580c", "#ffedd5", "exploding"),
-    "nan": ("#dc2626", "#fee2e2", "NaN/Inf"),
-}
-NOT_COMPUTED = "#9ca3af"
+#: status -> (border/edge colour, fill override or None, word in the label): the shared classes of rtxviz.summary
+MARK = {name: (c.colour, c.fill, c.word) for name, c in CLASSES.items()}
+NOT_COMPUTED = CLASSES["none"].colour
 
 
 @dataclass(frozen=True)
@@ -78,7 +75,7 @@ def _grad_line(g: GradStat | None, o: DotOptions, note: str | None = None) -> st
     if g is None:
         return "grad not captured" if note == NOT_CAPTURED else "grad: not computed"
     status = g.status(o.vanishing, o.exploding)
-    if status == "nan":
+    if status == "nonfinite":
         return f"grad NaN/Inf ({g.nan} NaN, {g.inf} Inf)"
     word = MARK[status][2]
     return f"‖grad‖ {fmt_norm(g.norm)}" + (f" {word}" if word else "")
@@ -127,7 +124,7 @@ def _node_attrs(n: GNode, o: DotOptions) -> str:
     if o.show_grads and n.grad is not None:
         status = n.grad.status(o.vanishing, o.exploding)
     if n.anomaly:
-        status = "nan"
+        status = "nonfinite"
     if status != "ok":
         colour, override, _ = MARK[status]
         fill, pen = override or fill, 2.5
@@ -153,7 +150,7 @@ def _edge_attrs(e: GEdge, o: DotOptions) -> str:
     if o.show_grads and e.grad is not None:
         status = e.grad.status(o.vanishing, o.exploding)
         colour = MARK[status][0]
-        label = fmt_norm(e.grad.norm) if status != "nan" else "NaN/Inf"
+        label = fmt_norm(e.grad.norm) if status != "nonfinite" else "NaN/Inf"
         parts += [f"label={quote(label)}", f"color={quote(colour)}", f"fontcolor={quote(colour)}"]
         if status != "ok":
             parts.append("penwidth=2.5")
@@ -242,11 +239,13 @@ def to_dot(model: GraphModel, show_grads: bool = True, show_saved: bool = False,
 def _legend(o: DotOptions, not_captured: bool = False) -> list[str]:
     rows = [
         ("legend_ok", "gradient ok", "#ffffff", MARK["ok"][0], "rounded,filled"),
+        ("legend_zero", CLASSES["zero"].legend, MARK["zero"][1], MARK["zero"][0], "rounded,filled"),
         ("legend_vanishing", f"vanishing: ‖grad‖ < {o.vanishing:g}", MARK["vanishing"][1], MARK["vanishing"][0],
          "rounded,filled"),
         ("legend_exploding", f"exploding: ‖grad‖ > {o.exploding:g}", MARK["exploding"][1], MARK["exploding"][0],
          "rounded,filled"),
-        ("legend_nan", "NaN or Inf in the gradient", MARK["nan"][1], MARK["nan"][0], "rounded,filled"),
+        ("legend_nonfinite", CLASSES["nonfinite"].legend, MARK["nonfinite"][1], MARK["nonfinite"][0],
+         "rounded,filled"),
         ("legend_none", "grad not computed (backward has not reached it)", "#ffffff", NOT_COMPUTED,
          "rounded,filled,dashed"),
     ]

@@ -16,20 +16,15 @@ The event fields are the ones the browser reads (rtxviz/schema.py: `leaf`, `node
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from ..engine.graph import TapeNode, walk_nodes
 from ..engine.hooks import EngineHook, add_hook, remove_hook
+from ..summary import GradStat, worst
 
-#: Gradient norms below this are marked vanishing, above `EXPLODING` exploding.
-VANISHING = 1e-7
-EXPLODING = 1e3
 #: `GNode.grad_note` values.
 NOT_COMPUTED = "not computed"
 NOT_CAPTURED = "not captured"
@@ -38,80 +33,6 @@ OP_KINDS = ("op", "output", "group", "elided")
 #: Nodes keep their output's shape and dtype once the engine records them (`TapeNode.out_shape`); until then
 #: a capture records them in forward.
 _NODE_SHAPES = hasattr(TapeNode, "out_shape")
-
-
-@dataclass(frozen=True)
-class GradStat:
-    """A gradient's summary: its L2 norm (None when not finite) and NaN / Inf counts."""
-
-    norm: float | None
-    nan: int = 0
-    inf: int = 0
-
-    def status(self, vanishing: float = VANISHING, exploding: float = EXPLODING) -> str:
-        """One of "nan" (NaN or Inf present), "vanishing", "exploding", "ok"."""
-        if self.nan or self.inf or self.norm is None:
-            return "nan"
-        if self.norm < vanishing:
-            return "vanishing"
-        if self.norm > exploding:
-            return "exploding"
-        return "ok"
-
-    @staticmethod
-    def of(array: Any) -> GradStat:
-        """Summarise a numpy or cupy array (a Variable's `.data`)."""
-        if hasattr(array, "get") and type(array) is not np.ndarray:
-            # on the device: one dot product and one scalar back; the array crosses only to count NaN/Inf
-            flat = array.ravel()
-            if flat.dtype.kind != "f":
-                flat = flat.astype("float64")
-            sq = float(flat.dot(flat)) if flat.size else 0.0
-            if math.isfinite(sq):
-                return GradStat(math.sqrt(sq))
-            array = array.get()
-        flat = np.asarray(array).ravel()
-        if flat.dtype.kind != "f":
-            flat = flat.astype(np.float64)
-        if flat.size == 0:
-            return GradStat(0.0)
-        with np.errstate(over="ignore", invalid="ignore"):
-            sq = float(np.dot(flat, flat))
-        if math.isfinite(sq):
-            return GradStat(math.sqrt(sq))
-        nan, inf = int(np.isnan(flat).sum()), int(np.isinf(flat).sum())
-        if nan or inf:
-            return GradStat(None, nan, inf)
-        return GradStat(float(np.linalg.norm(flat.astype(np.float64))))  # only the squares overflowed
-
-    @staticmethod
-    def from_stats(stats: dict | None) -> GradStat | None:
-        """From an event's `Stats` dict (norm null means not finite, see its nan/inf counts)."""
-        if not stats:
-            return None
-        nan, inf = int(stats.get("nan") or 0), int(stats.get("inf") or 0)
-        norm = stats.get("norm")
-        if norm is None and not (nan or inf):
-            nan = 1  # a null norm with no counts: the summary saw a non-finite value
-        return GradStat(None if norm is None else float(norm), nan, inf)
-
-
-_RANK = {"nan": 3, "exploding": 2, "vanishing": 1, "ok": 0}
-
-
-def worst(stats: Iterable[GradStat | None]) -> GradStat | None:
-    """The most alarming of several gradient summaries (NaN > exploding > vanishing > largest ok)."""
-    best: GradStat | None = None
-    for s in stats:
-        if s is None:
-            continue
-        if best is None:
-            best = s
-            continue
-        a, b = _RANK[s.status()], _RANK[best.status()]
-        if a > b or (a == b and (s.norm or 0.0) > (best.norm or 0.0)):
-            best = s
-    return best
 
 
 @dataclass

@@ -7,7 +7,6 @@ import json
 import rtxviz
 from rtxviz import Tensor, Variable
 from rtxviz.engine.checkpoint import checkpoint
-from rtxviz.schema import validate_batch
 from rtxviz.export import (
     chrome_trace,
     events_from_db,
@@ -19,6 +18,7 @@ from rtxviz.export import (
     write_jsonl,
 )
 from rtxviz.render import GraphModel
+from rtxviz.schema import validate_batch
 from rtxviz.web import create_app
 
 from ..web.server import ThreadServer

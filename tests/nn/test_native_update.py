@@ -191,7 +191,7 @@ def test_mismatched_shapes_fail_as_numpy_does_while_watched(update_path):
 @needs_native
 def test_unaligned_buffers_are_refused_and_summarised_by_numpy():
     from rtxviz.accel import summary
-    from rtxviz.events.stats import tensor_stats
+    from rtxviz.summary import tensor_stats
 
     raw = np.zeros(4 * 64 + 1, np.uint8)
     x = raw[1:].view(np.float32)  # one byte off: not a multiple of 4
@@ -204,7 +204,7 @@ def test_unaligned_buffers_are_refused_and_summarised_by_numpy():
     assert x.tolist() == list(range(64))
     s = tensor_stats(x)
     assert (s["min"], s["max"], s["mean"]) == (0.0, 63.0, 31.5)
-    from rtxviz.events.stats import count_nonfinite, norm
+    from rtxviz.summary import count_nonfinite, norm
 
     assert norm(x) == pytest.approx(math.sqrt(sum(i * i for i in range(64))))
     assert count_nonfinite(x) == (0, 0)

@@ -93,18 +93,30 @@ def test_marks_vanishing_exploding_nan():
     by_label = {n.label: n for n in m.nodes.values()}
     assert by_label["x"].grad.status() == "vanishing"      # 1e-9 * sqrt(2)
     assert by_label["z"].grad.status() == "exploding"      # 1e4 * sqrt(2)
-    assert by_label["w"].grad.status() == "nan"            # d sqrt(w)/dw at 0 is Inf
+    assert by_label["w"].grad.status() == "nonfinite"      # d sqrt(w)/dw at 0 is Inf
     text = to_dot(m)
     assert 'class="rtx-param rtx-vanishing"' in text
     assert 'class="rtx-param rtx-exploding"' in text
-    assert 'class="rtx-param rtx-nan"' in text
-    assert "legend_nan" in text and "cluster_legend" in text
+    assert 'class="rtx-param rtx-nonfinite"' in text
+    assert "legend_nonfinite" in text and "cluster_legend" in text
+
+
+def test_an_exactly_zero_gradient_is_its_own_class_as_on_the_page():
+    """The page always had a "zero" class; the SVG called a zero gradient vanishing (one table now)."""
+    x, u = _leaf([1.0, 2.0], "x"), _leaf([3.0, 4.0], "u")
+    with capture_grads() as grads:
+        loss = (x * 2.0).sum() + (u * 0.0).sum()
+        loss.backward()
+    by_label = {n.label: n for n in GraphModel.from_variable(loss, grads).nodes.values()}
+    assert by_label["u"].grad.status() == "zero" and by_label["x"].grad.status() == "ok"
+    text = to_dot(GraphModel.from_variable(loss, grads))
+    assert 'class="rtx-param rtx-zero"' in text and "legend_zero" in text
 
 
 def test_grad_stat_of_arrays():
     assert GradStat.of(np.array([3.0, 4.0])).norm == 5.0
     s = GradStat.of(np.array([np.nan, np.inf, 1.0], dtype=np.float32))
-    assert (s.norm, s.nan, s.inf, s.status()) == (None, 1, 1, "nan")
+    assert (s.norm, s.nan, s.inf, s.status()) == (None, 1, 1, "nonfinite")
     assert GradStat.of(np.array([1e30, 1e30], dtype=np.float32)).norm == pytest.approx(math.sqrt(2) * 1e30)
     assert fmt_norm(1.23456e-5) == "1.23e-05" and fmt_norm(0.5) == "0.5"
 

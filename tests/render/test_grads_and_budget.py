@@ -258,9 +258,9 @@ def test_elided_gap_carries_the_worst_gradient():
         loss.backward()
     small = GraphModel.from_variable(loss, grads).elide(20)
     gap = next(n for n in small.nodes.values() if n.kind == "elided")
-    assert "sqrt" in gap.attrs["ops"] and gap.grad.status() == "nan"  # the mark survives inside the gap
+    assert "sqrt" in gap.attrs["ops"] and gap.grad.status() == "nonfinite"  # the mark survives inside the gap
     nodes, _ = parse_dot(to_dot(small))
-    assert "rtx-nan" in nodes[gap.key][0].split()
+    assert "rtx-nonfinite" in nodes[gap.key][0].split()
     assert nodes[small.edges[-1].dst][1][-1] == "‖grad‖ 1"  # the sum, downstream of the sqrt, is fine
 
 

@@ -12,6 +12,7 @@ from rtxviz import Tensor, Variable, nn
 from rtxviz.events import EventHook
 from rtxviz.render import GraphvizNotFound, RenderTimeout, capture_grads, render
 from rtxviz.render.cli import configure_render, run_render
+from rtxviz.summary import CLASSES
 from rtxviz.web.store import Store
 
 from ._svg import parse
@@ -36,7 +37,7 @@ def test_svg_nodes_edges_labels_and_marks(tmp_path):
     labels = {k: v["texts"][0] for k, v in nodes.items()}
     assert {"x", "z", "w", "mul_scalar", "sqrt", "sum", "add"} <= set(labels.values())
     by = {v["texts"][0]: v for v in nodes.values()}
-    assert "rtx-nan" in by["w"]["class"] and by["w"]["stroke"] == "#dc2626"
+    assert "rtx-nonfinite" in by["w"]["class"] and by["w"]["stroke"] == CLASSES["nonfinite"].colour
     assert "rtx-exploding" in by["z"]["class"]
     outputs = [v["texts"][0] for v in nodes.values() if "rtx-output" in v["class"]]
     assert outputs == ["add"]
@@ -46,7 +47,7 @@ def test_svg_nodes_edges_labels_and_marks(tmp_path):
     x_key = next(k for k, v in nodes.items() if v["texts"][0] == "x")
     edge_labels = sorted(t for (a, _), texts in svg["edges"].items() if a == x_key for t in texts)
     assert edge_labels == ["1.41e-09", "4.24"]
-    assert {"rtx-legend_nan", "rtx-legend_vanishing"} <= {v["id"] for v in nodes.values()}
+    assert {"rtx-legend_nonfinite", "rtx-legend_vanishing"} <= {v["id"] for v in nodes.values()}
 
 
 @needs_dot

@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from rtxviz.events import stats
-from rtxviz.events.stats import count_nonfinite, jsonable, norm, tensor_stats
+from rtxviz.events.fields import jsonable
+from rtxviz.summary import count_nonfinite, norm, stats, tensor_stats
 
 
 @pytest.fixture(autouse=True, params=["native", "numpy"])

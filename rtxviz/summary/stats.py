@@ -1,4 +1,6 @@
-"""Tensor summaries for events: norm, min, max, mean, NaN/Inf counts and the values of small tensors.
+"""Tensor summaries: norm, min, max, mean, NaN/Inf counts and the values of small tensors, on raw arrays.
+
+What the event stream sends for every gradient, what `detect_anomaly` prints, what the drawings label edges with.
 
 Runs on every op while watching, so it is written for speed. The compiled one-pass kernel (`rtxviz._native.summary`,
 built from `rtxviz/_native.c` when the package is installed with a C compiler) reads a float32/float64 tensor once for
@@ -181,17 +183,6 @@ def norm(a: Any) -> float | None:
     return v if v - v == 0.0 else None
 
 
-def params_of(source: Any) -> list:
-    """Parameters from a list of Variables, an optimizer (`.params` or `.param_groups`) or a module."""
-    if hasattr(source, "param_groups"):
-        return [p for g in source.param_groups for p in (g["params"] if isinstance(g, dict) else g)]
-    if hasattr(source, "params") and not callable(source.params):
-        return list(source.params)
-    if hasattr(source, "parameters") and callable(source.parameters):
-        return list(source.parameters())
-    return list(source)
-
-
 def count_nonfinite(array: Any) -> tuple[int, int]:
     """(NaN count, Inf count) of a float array; (0, 0) quickly when everything is finite."""
     if type(array) is np.ndarray:
@@ -226,45 +217,32 @@ def count_nonfinite(array: Any) -> tuple[int, int]:
     return int(nums[0]), int(nums[1])
 
 
-def jsonable(value: Any, max_len: int = 200, depth: int = 0) -> Any:
-    """A JSON-safe, bounded version of an attr or event field (tuples become lists, arrays a summary).
+def host(array: Any) -> np.ndarray:
+    """`array` as a numpy array (a cupy array is copied to the host; numpy arrays and array-likes pass)."""
+    if type(array) is np.ndarray:
+        return array
+    get = getattr(array, "get", None)
+    return get() if get is not None and hasattr(array, "__cuda_array_interface__") else np.asarray(array)
 
-    >>> jsonable({"dims": (0, 1), "scale": np.float32(0.5), "f": float("nan")})
-    {'dims': [0, 1], 'scale': 0.5, 'f': None}
+
+def describe(array: Any) -> dict[str, Any]:
+    """shape, dtype, and over the finite values min, max, mean, with NaN and Inf counts: what an error message
+    shows about a tensor (the event summary `tensor_stats` omits the mean of a tensor holding NaN/Inf).
+
+    >>> describe(np.array([1.0, np.nan, 3.0]))
+    {'shape': (3,), 'dtype': 'float64', 'nan': 1, 'inf': 0, 'min': 1.0, 'max': 3.0, 'mean': 2.0}
     """
-    if value is None or isinstance(value, bool | int | str):
-        if isinstance(value, str) and len(value) > max_len:
-            return value[:max_len] + "…"
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, np.generic):
-        return jsonable(value.item(), max_len, depth)
-    if depth >= 3:
-        return _short_repr(value, max_len)
-    if isinstance(value, list | tuple):
-        items = [jsonable(v, max_len, depth + 1) for v in value[:32]]
-        if len(value) > 32:
-            items.append(f"… {len(value) - 32} more")
-        return items
-    if isinstance(value, dict):
-        out = {}
-        for i, (k, v) in enumerate(value.items()):
-            if i >= 32:
-                out["…"] = f"{len(value) - 32} more"
-                break
-            out[str(k)[:64]] = jsonable(v, max_len, depth + 1)
+    a = host(array)
+    out: dict[str, Any] = {"shape": tuple(a.shape), "dtype": a.dtype.name}
+    if a.size == 0 or a.dtype.kind not in "fiub":
         return out
-    shape = getattr(value, "shape", None)
-    dtype = getattr(value, "dtype", None)
-    if shape is not None and dtype is not None:
-        return {"shape": [int(d) for d in shape], "dtype": str(dtype)}
-    return _short_repr(value, max_len)
-
-
-def _short_repr(value: Any, max_len: int) -> str:
-    try:
-        text = repr(value)
-    except Exception:  # a broken __repr__ must not break the event stream
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= max_len else text[:max_len] + "…"
+    s = tensor_stats(a)
+    out["nan"], out["inf"] = s["nan"], s["inf"]
+    if s["min"] is None:  # nothing finite to describe
+        return out
+    mean = s.get("mean")
+    if mean is None:  # NaN/Inf present, or a large tensor on the numpy path: the mean of the finite values
+        af = a.astype(np.float64, copy=False).ravel()
+        mean = float(af[np.isfinite(af)].mean()) if s["nan"] or s["inf"] else float(af.mean())
+    out.update(min=s["min"], max=s["max"], mean=mean)
+    return out
