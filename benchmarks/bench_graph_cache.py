@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import time_samples  # noqa: E402
 
 from rtxviz import Tensor, Variable  # noqa: E402
-from rtxviz.engine.graph_cache import cache_graph, init_graph_cache  # noqa: E402
+from rtxviz.engine.cache import cache_graph, init_graph_cache  # noqa: E402
 from rtxviz.engine.ops.nn import cross_entropy  # noqa: E402
 
 LR = 0.01

@@ -93,15 +93,11 @@ class AnomalyHook(_hooks.EngineHook):
     def __init__(self, check_forward: bool = True, check_backward: bool = True) -> None:
         self.check_forward, self.check_backward = check_forward, check_backward
         self.sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._op: Any = None
         self._in_backward = 0
         self.tripped = False
 
     # -- forward -------------------------------------------------------------------------------------------
-    def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
-        self._op = op
-
-    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+    def forward_postprocess(self, op: Any, node: Any, inputs: tuple, output: Any) -> None:
         if self._in_backward:
             return  # ops inside a backward rule: judged as that rule's gradients in backward_postprocess
         site = None
@@ -112,10 +108,9 @@ class AnomalyHook(_hooks.EngineHook):
             return
         nan, inf = count_nonfinite(output.data)
         if nan or inf:
-            op = node.op.name if node is not None else getattr(self._op, "name", "?")
             ins = [describe(t.data) for t in inputs]
             names = [getattr(t, "name", None) for t in inputs]
-            self._raise("forward", op, node, site or user_site(2), nan, inf, ins, names)
+            self._raise("forward", op.name, node, site or user_site(2), nan, inf, ins, names)
 
     # -- backward ------------------------------------------------------------------------------------------
     def backward_begin(self, roots: list, create_graph: bool) -> None:

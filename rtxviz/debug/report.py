@@ -81,14 +81,9 @@ class ReluMonitor(_hooks.EngineHook):
 
     def __init__(self) -> None:
         self.sites: dict[str, ReluStat] = {}
-        self._op: Any = None
         self._in_backward = 0
 
-    def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
-        self._op = op
-
-    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
-        op = node.op if node is not None else self._op
+    def forward_postprocess(self, op: Any, node: Any, inputs: tuple, output: Any) -> None:
         if self._in_backward or getattr(op, "name", None) != "relu":
             return
         out = output.data

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from . import ops  # noqa: F401 - attaches op methods to Tensor
 from .backward import grad, run_backward
-from .checkpoint import CheckpointError, CheckpointManager, CheckpointStrategy, checkpoint, checkpoint_sequential
-from .device import Device, cuda_is_available
-from .errors import DeviceError, DimError, DTypeError, GraphError, RtxvizError, ShapeError
-from .functional import HessianComputer, JacobianComputer, hessian, hvp, jacobian, jvp, vjp
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .gradcheck import GradCheckResult, GradientChecker, gradcheck, gradgradcheck
-from .graph import AutogradTape, BackwardContext, BackwardFunction, Op, TapeNode, apply, record_operation
-from .graph_cache import (
+from .cache import (
     CachedGraph,
     GraphCacheError,
     cache_graph,
@@ -20,6 +13,13 @@ from .graph_cache import (
     init_graph_cache,
     run_cached,
 )
+from .checkpoint import CheckpointError, CheckpointManager, CheckpointStrategy, checkpoint, checkpoint_sequential
+from .device import Device, cuda_is_available
+from .errors import DeviceError, DimError, DTypeError, GraphError, RtxvizError, ShapeError
+from .functional import HessianComputer, JacobianComputer, hessian, hvp, jacobian, jvp, vjp
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .gradcheck import GradCheckResult, GradientChecker, gradcheck, gradgradcheck
+from .graph import AutogradTape, BackwardContext, BackwardFunction, Op, TapeNode, apply, record_operation
 from .hooks import EngineHook, add_hook, remove_hook
 from .memory import memory_stats, reset_peak_memory_stats
 from .ops.shape import cat, stack, where

@@ -2,12 +2,18 @@
 
 Iterative throughout (a 100,000-op chain needs no recursion). Each node runs once, after every consumer
 has sent it its gradient; gradients that meet at a node are summed there.
+
+The walk sits below `Variable` and `TapeNode` and knows them by what they offer, not by import: an edge of
+a node is a recorded node or a leaf Variable (``e._is_var`` tells them apart), a node's backward rule is
+``node.op.backward(node, grad)``, and gradients are wrapped as Variables with the root's own ``_wrap``. So
+`Variable.backward` can call `run_backward` with no import circle.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,14 +21,14 @@ from . import hooks as _hooks
 from .device import device_of
 from .errors import GraphError
 from .grad_mode import STATE
-from .graph import TapeNode, topological_order
-from .tensor import Tensor
-from .variable import Variable, _RetainGrad
+from .tensor import Tensor, as_tensor_like
+
+if TYPE_CHECKING:  # for annotations only: at run time the walk knows both by protocol
+    from .graph import TapeNode
+    from .variable import Variable
 
 
 def _initial_grad(root: Variable, grad: Any) -> Variable:
-    from .variable import as_tensor_like
-
     if grad is None:
         if root.data.size != 1:
             raise GraphError(
@@ -30,7 +36,7 @@ def _initial_grad(root: Variable, grad: Any) -> Variable:
                 f"{root.shape}. Pass grad_output of that shape (e.g. Tensor.ones({list(root.shape)}))"
             )
         xp = root.xp
-        seed = Variable._wrap(xp.ones(root.data.shape, dtype=root.data.dtype), None)
+        seed = root._wrap(xp.ones(root.data.shape, dtype=root.data.dtype), None)
         if _hooks.TRACING:
             _hooks.trace("seed_grad", root=root, grad=seed)
         return seed
@@ -41,7 +47,7 @@ def _initial_grad(root: Variable, grad: Any) -> Variable:
         raise GraphError(f"backward: grad_output has dtype {g.dtype}, but the output has dtype {root.dtype}")
     if type(g.data) is not type(root.data):
         raise GraphError(f"backward: grad_output is on {g.device}, but the output is on {root.device}")
-    return g if isinstance(g, Variable) else Variable._wrap(g.data, None)
+    return g if g._is_var else root._wrap(g.data, None)
 
 
 def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
@@ -53,7 +59,7 @@ def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
     total = prev.data + new.data
     if type(total) is not np.ndarray and isinstance(total, np.generic):
         total = np.asarray(total)  # numpy returns a scalar for 0-d sums
-    return Variable._wrap(total, None)
+    return prev._wrap(total, None)
 
 
 def _run_pre_hooks(pre_hooks: list, g: Any) -> Any:
@@ -61,7 +67,7 @@ def _run_pre_hooks(pre_hooks: list, g: Any) -> Any:
     sees the replaced gradient whatever the registration order."""
     retains = []
     for fn in list(pre_hooks):
-        if isinstance(fn, _RetainGrad):
+        if fn.__class__ is RetainGrad:
             retains.append(fn)
             continue
         replaced = fn(g)
@@ -87,17 +93,55 @@ def _checked_replacement(fn: Any, g: Any, new: Any) -> Variable:
     if device_of(new.data) != device_of(g.data):
         raise GraphError(f"hook {name} has changed the device of the gradient: it received a gradient on "
                          f"{device_of(g.data)} and returned one on {device_of(new.data)}")
-    return new if isinstance(new, Variable) else Variable._wrap(new.data, None)
+    return new if new._is_var else g._wrap(new.data, None)
+
+
+class RetainGrad:
+    """A node pre-hook that stores the arriving gradient on a non-leaf Variable."""
+
+    def __init__(self, var: Variable) -> None:
+        self.ref = weakref.ref(var)
+
+    def __call__(self, grad: Any) -> None:
+        var = self.ref()
+        if var is not None:
+            var.grad = grad if var.grad is None else var.grad + grad
+
+
+def topological_order(roots: Sequence[TapeNode]) -> list[TapeNode]:
+    """Every node reachable from `roots`, each once, consumers before producers (the order backward runs in).
+
+    Reverse post-order of an iterative depth-first search: no recursion, so a 100,000-op chain is fine.
+    """
+    visited: set[int] = set()
+    order: list[TapeNode] = []
+    stack: list[Any] = [(r, False) for r in reversed(roots)]
+    add = visited.add
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        nid = id(node)
+        if nid in visited:
+            continue
+        add(nid)
+        stack.append((node, True))
+        for e in node.next:
+            if e is not None and not e._is_var and id(e) not in visited:
+                stack.append((e, False))
+    order.reverse()
+    return order
 
 
 def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool) -> None:
     """Add one backward pass's gradient into `leaf.grad` (a fresh array: gradients are never updated in place)."""
     if isinstance(g.data, np.generic):
-        g = Variable._wrap(np.asarray(g.data), g._node)
+        g = leaf._wrap(np.asarray(g.data), g._node)
     if not create_graph and not g.data.flags.writeable:
-        g = Variable._wrap(g.data.copy(), None)  # broadcast views are read-only: own the gradient
+        g = leaf._wrap(g.data.copy(), None)  # broadcast views are read-only: own the gradient
     if g.data.dtype != leaf.data.dtype:
-        g = Variable._wrap(g.data.astype(leaf.data.dtype), None)
+        g = leaf._wrap(g.data.astype(leaf.data.dtype), None)
     leaf.grad = g if leaf.grad is None else _accumulate(leaf.grad, g, create_graph)
 
 
@@ -117,7 +161,7 @@ def run_backward(
     grads: dict[int, Any] = {}
     leaf_grads: dict[int, list] = {}
     for out, g in zip(outputs, grad_outputs, strict=True):
-        if not isinstance(out, Variable) or not out.requires_grad:
+        if not getattr(out, "_is_var", False) or not out.requires_grad:
             raise GraphError(
                 "backward: this value does not require grad and has no recorded op; make its inputs "
                 "Variables with requires_grad=True (and check it was not computed under no_grad)"
@@ -135,7 +179,7 @@ def run_backward(
     wanted_leaves: dict[int, int] = {}
     if inputs is not None:
         for i, v in enumerate(inputs):
-            if not isinstance(v, Variable) or not v.requires_grad:
+            if not getattr(v, "_is_var", False) or not v.requires_grad:
                 raise GraphError(f"grad: input {i} does not require grad")
             if v._node is None:
                 wanted_leaves[id(v)] = i
@@ -180,12 +224,10 @@ def run_backward(
                     h.backward_postprocess(node, g, in_grads)
             if not retain_graph:
                 node.release()
-                if node.op.__class__.__name__ == "_UserOp":
-                    node.op.release()
             for e, gi in zip(node.next, in_grads, strict=False):
                 if e is None or gi is None:
                     continue
-                if e.__class__ is TapeNode:
+                if not e._is_var:  # a node
                     ek = id(e)
                     grads[ek] = _accumulate(grads.get(ek), gi, create_graph)
                 else:
@@ -235,7 +277,7 @@ def _prune(order: list[TapeNode], wanted_nodes: dict, wanted_leaves: dict) -> tu
     for node in reversed(order):  # producers first
         feeds = False
         for e in node.next:
-            if e is not None and ((e.__class__ is TapeNode and id(e) in useful) or id(e) in wanted_leaves):
+            if e is not None and ((not e._is_var and id(e) in useful) or id(e) in wanted_leaves):
                 feeds = True
                 break
         if feeds:
@@ -262,8 +304,8 @@ def grad(
     >>> g.tolist(), g2.tolist()
     ([27.0], [18.0])
     """
-    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
-    ins = [inputs] if isinstance(inputs, Variable) else list(inputs)
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if grad_outputs is None:
         gouts = [None] * len(outs)
     elif isinstance(grad_outputs, list | tuple):

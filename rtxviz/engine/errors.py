@@ -25,3 +25,18 @@ class DeviceError(RtxvizError, RuntimeError):
 
 class GraphError(RtxvizError, RuntimeError):
     """Misuse of the autograd graph: backward twice through a freed graph, non-scalar backward, ..."""
+
+
+class CheckpointError(RtxvizError, RuntimeError):
+    """A checkpointed segment could not be recomputed faithfully (or was used in an unsupported way)."""
+
+
+class GraphCacheError(GraphError):
+    """A function cannot be captured safely, or a cached graph does not fit the call (a miss).
+
+    `result` holds what the function returned when a capture was refused after the function had already run
+    once eagerly (its effects, such as gradients accumulated into parameters, have happened)."""
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result

@@ -19,8 +19,8 @@ from .backward import grad
 from .batched import batched_vjp
 from .errors import DTypeError, ShapeError
 from .grad_mode import enable_grad
-from .tensor import Tensor
-from .variable import Variable, as_tensor_like
+from .tensor import Tensor, as_tensor_like
+from .variable import Variable
 
 Fn = Callable[[Variable], Variable]
 

@@ -16,10 +16,12 @@ import numpy as np
 
 from . import hooks as _hooks
 from . import memory as _memory
+from .backward import topological_order
 from .device import device_of
 from .errors import DeviceError, DTypeError, GraphError, RtxvizError, ShapeError
-from .grad_mode import STATE
-from .tensor import Tensor
+from .grad_mode import STATE, no_grad
+from .tensor import Tensor, as_tensor_like
+from .variable import Variable
 
 _NO_ATTRS: dict = {}
 _node_ids = itertools.count(1)
@@ -65,6 +67,8 @@ class TapeNode:
 
     __slots__ = ("op", "next", "inputs", "out_data", "attrs", "state", "module_path", "freed", "id",
                  "mem", "pre_hooks", "tag", "out_shape", "out_dtype", "__weakref__")
+    #: An edge is a node or a leaf Variable: the backward walk tells them apart by this flag.
+    _is_var = False
 
     # -- what backward rules read ---------------------------------------------------------------------
     @property
@@ -76,8 +80,6 @@ class TapeNode:
     @property
     def output(self) -> Any:
         """The op's output as a Variable connected to this node (rebuilt: nodes never hold their output)."""
-        from .variable import Variable
-
         if self.freed:
             raise _freed_error(self)
         return Variable._wrap(self.out_data, self)
@@ -118,6 +120,8 @@ class TapeNode:
         self.out_data = None
         self.state = None
         self.freed = True
+        if self.op.__class__ is UserOp:  # a user BackwardFunction keeps its saved tensors on its context
+            self.op.release()
 
     def __del__(self) -> None:
         # A graph dropped without backward still gives its activation bytes back.
@@ -193,22 +197,25 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
         if ftype is not np.ndarray:
             _check_compatible(op, inputs)
     hooks = _hooks.ACTIVE
+    forward = op.forward
     if hooks:
         for h in hooks:
             h.forward_preprocess(op, inputs, attrs)
+        if _hooks.OVERRIDING:  # a hook replaces this call's forward (checkpointing's SELECTIVE strategy)
+            forward = _hooks.forward_for(op, inputs, attrs, forward)
     node = _node_new(TapeNode)
     node.op = op
     node.attrs = attrs
     node.state = None
     node.mem = None
     try:
-        out = op.forward(node, *[t.data for t in inputs])
+        out = forward(node, *[t.data for t in inputs])
     except RtxvizError:
         raise
     except (ValueError, TypeError, IndexError) as exc:
         raise _forward_error(op, inputs, attrs, exc) from None
     if type(out) is not np.ndarray:
-        out = _as_array(out, inputs[0].data)
+        out = as_array(out, inputs[0].data)
     is_var = wants_grad = False
     for t in inputs:
         if t._is_var:
@@ -267,7 +274,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
             node = None
     if hooks:
         for h in hooks:
-            h.forward_postprocess(node, inputs, result)
+            h.forward_postprocess(op, node, inputs, result)
     return result
 
 
@@ -276,10 +283,10 @@ _memory_track_state = _memory.track_state
 _node_new = object.__new__
 _tensor_new = object.__new__
 _var_new = object.__new__
-_Variable: Any = None  # set by variable.py once Variable exists (it imports this module)
+_Variable = Variable
 
 
-def _as_array(value: Any, like: Any) -> Any:
+def as_array(value: Any, like: Any) -> Any:
     """numpy returns scalars for 0-d results; keep everything an ndarray of the input's kind."""
     if type(like) is np.ndarray:
         return np.asarray(value)
@@ -350,9 +357,6 @@ class BackwardFunction:
         raise NotImplementedError(f"{self.name}: implement backward(grad_output)")
 
     def __call__(self, *inputs: Any) -> Any:
-        from .grad_mode import no_grad
-        from .variable import as_tensor_like
-
         if "ctx" not in self.__dict__:
             self.ctx = BackwardContext()
         ins = [as_tensor_like(x, inputs[0] if isinstance(inputs[0], Tensor) else None) for x in inputs]
@@ -381,8 +385,6 @@ def record_operation(inputs: Sequence[Any], output: Any, backward_fn: BackwardFu
     >>> y.sum().backward(); x.grad.tolist()
     [2.0]
     """
-    from .variable import Variable
-
     if not isinstance(backward_fn, BackwardFunction):
         raise TypeError(f"record_operation: backward_fn must be a BackwardFunction, got {type(backward_fn).__name__}")
     if "ctx" not in backward_fn.__dict__:
@@ -401,16 +403,16 @@ def record_operation(inputs: Sequence[Any], output: Any, backward_fn: BackwardFu
     if not (STATE.enabled and any(t.requires_grad for t in ins)):
         return Variable._wrap(output.data, None)
     edges = tuple(t._node if t._node is not None else (t if t.requires_grad else None) for t in ins)
-    node = _recorded_node(_UserOp(backward_fn), edges, output.data)
+    node = _recorded_node(UserOp(backward_fn), edges, output.data)
     node.state = tuple((t.shape, t.dtype) for t in ins)
     result = Variable._wrap(output.data, node)
     if _hooks.ACTIVE:
         for h in _hooks.ACTIVE:
-            h.forward_postprocess(node, ins, result)
+            h.forward_postprocess(node.op, node, ins, result)
     return result
 
 
-class _UserOp:
+class UserOp:
     """Adapts a BackwardFunction instance to the Op interface the backward walk calls."""
 
     __slots__ = ("fn",)
@@ -429,8 +431,6 @@ class _UserOp:
         return self.fn.rule
 
     def backward(self, ctx: TapeNode, grad: Any) -> tuple:
-        from .variable import Variable
-
         fn = self.fn
         edges = None
         if fn.differentiable:
@@ -574,35 +574,9 @@ class _TapeHook(_hooks.EngineHook):
     def __init__(self, tape: AutogradTape) -> None:
         self.tape = tape
 
-    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+    def forward_postprocess(self, op: Any, node: Any, inputs: tuple, output: Any) -> None:
         if node is not None and (not self.tape.nodes or self.tape.nodes[-1] is not node):
             self.tape.nodes.append(node)
-
-
-def topological_order(roots: Sequence[TapeNode]) -> list[TapeNode]:
-    """Every node reachable from `roots`, each once, consumers before producers (the order backward runs in).
-
-    Reverse post-order of an iterative depth-first search: no recursion, so a 100,000-op chain is fine.
-    """
-    visited: set[int] = set()
-    order: list[TapeNode] = []
-    stack: list[Any] = [(r, False) for r in reversed(roots)]
-    add = visited.add
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        nid = id(node)
-        if nid in visited:
-            continue
-        add(nid)
-        stack.append((node, True))
-        for e in node.next:
-            if e.__class__ is TapeNode and id(e) not in visited:
-                stack.append((e, False))
-    order.reverse()
-    return order
 
 
 def walk_nodes(root: TapeNode) -> list[TapeNode]:

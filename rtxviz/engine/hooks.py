@@ -1,19 +1,32 @@
 """The one hook interface of the engine, in the shape of Chainer's FunctionHook.
 
-Everything that watches the engine (the event stream, anomaly detection, user tools) subclasses `EngineHook`
-and is attached with `add_hook` or used as a context manager. With no hook attached the hot path pays one
-truth test of a module-level list.
+Everything that watches the engine (the event stream, anomaly detection, checkpoint segments, the graph cache's
+capture, user tools) subclasses `EngineHook` and is attached with `add_hook` or used as a context manager. With
+no hook attached the hot path pays one truth test of a module-level list.
 
->>> from rtxviz.engine.hooks import EngineHook
+A hook sees every thread's engine work unless it is attached for one thread (`add_hook(h, this_thread=True)`,
+or ``this_thread_only = True`` on its class): the interface then filters for it, so no hook compares thread
+ids itself. A hook that sets ``overrides_forward = True`` may also replace the forward of a single op call
+(`EngineHook.forward_override`): the seam that checkpointing's SELECTIVE strategy uses to store and reuse kept
+outputs, so no feature ever patches an op class.
+
+>>> from rtxviz import Tensor, Variable
 >>> class CountOps(EngineHook):
 ...     def __init__(self):
 ...         self.count = 0
-...     def forward_postprocess(self, node, inputs, output):
+...     def forward_postprocess(self, op, node, inputs, output):
 ...         self.count += 1
+>>> x = Variable.from_tensor(Tensor.ones([2]))
+>>> with CountOps() as counter:
+...     y = (x * x).sum()
+>>> counter.count
+2
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
 #: Attached hooks, in order. Read by the engine on every op: keep it a plain list.
@@ -21,6 +34,9 @@ ACTIVE: list[EngineHook] = []
 #: The attached hooks that asked for trace events (`EngineHook.traces`); the engine tests this list before
 #: reporting a fine-grained happening, so those reports cost nothing unless such a hook is attached.
 TRACING: list[EngineHook] = []
+#: The attached hooks that may replace an op's forward (`EngineHook.overrides_forward`); `apply` consults them
+#: only when this list is not empty.
+OVERRIDING: list[EngineHook] = []
 
 #: The trace events, reported through `EngineHook.event` only to hooks with ``traces = True`` (they happen often,
 #: e.g. one per Python-scalar operand, and only a tracer such as the graph cache's capture needs them):
@@ -38,6 +54,9 @@ TRACING: list[EngineHook] = []
 #:   `structure_version` on replay.
 TRACE_KINDS = frozenset({"constant", "seed_grad", "value_read", "leaf_grad_accumulated", "module_call"})
 
+#: A forward as `apply` calls it: ``forward(ctx, *arrays) -> array``.
+Forward = Callable[..., Any]
+
 
 class EngineHook:
     """Override the methods you need; each is called with the engine's own objects.
@@ -53,10 +72,19 @@ class EngineHook:
     #: Also receive the trace events (constant, seed_grad, value_read, leaf_grad_accumulated, module_call)
     #: through `event`.
     traces = False
+    #: Be asked `forward_override` for every op call (after `forward_preprocess`).
+    overrides_forward = False
+    #: Used as a context manager, watch only the thread that entered it.
+    this_thread_only = False
 
     def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None: ...
 
-    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None: ...
+    def forward_override(self, op: Any, inputs: tuple, attrs: dict, forward: Forward) -> Forward | None:
+        """A replacement for `forward` (the op's own, or the override of a hook attached before this one) for this
+        one call, or None to leave it. Called only on hooks with ``overrides_forward = True``."""
+        return None
+
+    def forward_postprocess(self, op: Any, node: Any, inputs: tuple, output: Any) -> None: ...
 
     def backward_begin(self, roots: list, create_graph: bool) -> None: ...
 
@@ -70,28 +98,90 @@ class EngineHook:
 
     def event(self, kind: str, **fields: Any) -> None: ...
 
-    def __enter__(self) -> EngineHook:
-        add_hook(self)
+    def __enter__(self) -> Any:
+        add_hook(self, this_thread=self.this_thread_only)
         return self
 
     def __exit__(self, *exc: object) -> None:
         remove_hook(self)
 
 
-def add_hook(hook: EngineHook) -> EngineHook:
-    """Attach `hook` to the engine (all threads)."""
-    if hook not in ACTIVE:
-        ACTIVE.append(hook)
-        if getattr(hook, "traces", False):
-            TRACING.append(hook)
+class _ThisThread(EngineHook):
+    """A hook attached for one thread: forwards each call made on that thread, drops the others."""
+
+    def __init__(self, hook: EngineHook, thread: int) -> None:
+        self.hook, self.thread = hook, thread
+        self.name = hook.name
+        self.traces = hook.traces
+        self.overrides_forward = hook.overrides_forward
+
+    def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
+        if get_ident() == self.thread:
+            self.hook.forward_preprocess(op, inputs, attrs)
+
+    def forward_override(self, op: Any, inputs: tuple, attrs: dict, forward: Forward) -> Forward | None:
+        if get_ident() == self.thread:
+            return self.hook.forward_override(op, inputs, attrs, forward)
+        return None
+
+    def forward_postprocess(self, op: Any, node: Any, inputs: tuple, output: Any) -> None:
+        if get_ident() == self.thread:
+            self.hook.forward_postprocess(op, node, inputs, output)
+
+    def backward_begin(self, roots: list, create_graph: bool) -> None:
+        if get_ident() == self.thread:
+            self.hook.backward_begin(roots, create_graph)
+
+    def backward_preprocess(self, node: Any, grad_output: Any) -> None:
+        if get_ident() == self.thread:
+            self.hook.backward_preprocess(node, grad_output)
+
+    def backward_postprocess(self, node: Any, grad_output: Any, grad_inputs: tuple) -> None:
+        if get_ident() == self.thread:
+            self.hook.backward_postprocess(node, grad_output, grad_inputs)
+
+    def leaf_grad(self, variable: Any, grad: Any) -> None:
+        if get_ident() == self.thread:
+            self.hook.leaf_grad(variable, grad)
+
+    def backward_end(self) -> None:
+        if get_ident() == self.thread:
+            self.hook.backward_end()
+
+    def event(self, kind: str, **fields: Any) -> None:
+        if get_ident() == self.thread:
+            self.hook.event(kind, **fields)
+
+
+def _attached(hook: EngineHook) -> EngineHook | None:
+    """The entry of ACTIVE that stands for `hook` (itself, or its one-thread wrapper)."""
+    for h in ACTIVE:
+        if h is hook or (type(h) is _ThisThread and h.hook is hook):
+            return h
+    return None
+
+
+def add_hook(hook: EngineHook, this_thread: bool = False) -> EngineHook:
+    """Attach `hook` to the engine: for every thread, or (`this_thread`) for the calling thread only.
+    Attaching an attached hook again does nothing."""
+    if _attached(hook) is not None:
+        return hook
+    entry = _ThisThread(hook, get_ident()) if this_thread else hook
+    ACTIVE.append(entry)
+    if hook.traces:
+        TRACING.append(entry)
+    if hook.overrides_forward:
+        OVERRIDING.append(entry)
     return hook
 
 
 def remove_hook(hook: EngineHook) -> None:
-    if hook in ACTIVE:
-        ACTIVE.remove(hook)
-    if hook in TRACING:
-        TRACING.remove(hook)
+    entry = _attached(hook)
+    if entry is None:
+        return
+    for hooks in (ACTIVE, TRACING, OVERRIDING):
+        if entry in hooks:
+            hooks.remove(entry)
 
 
 def emit(kind: str, **fields: Any) -> None:
@@ -105,3 +195,13 @@ def trace(kind: str, **fields: Any) -> None:
     ``if hooks.TRACING:`` first, so nothing is paid when no such hook is attached."""
     for hook in TRACING:
         hook.event(kind, **fields)
+
+
+def forward_for(op: Any, inputs: tuple, attrs: dict, forward: Forward) -> Forward:
+    """The forward `apply` runs for this call: `forward`, or what the overriding hooks replaced it with (each hook
+    sees the choice of the ones attached before it)."""
+    for hook in OVERRIDING:
+        replaced = hook.forward_override(op, inputs, attrs, forward)
+        if replaced is not None:
+            forward = replaced
+    return forward

@@ -285,3 +285,27 @@ def _to_array(data: Any, dtype: Any, device: Device | str | None, where: str) ->
         return arr if dev is None or dev.kind == "cpu" else to_device(arr, dev)
     arr = data.astype(dt, copy=False)
     return arr if dev is None else to_device(arr, dev)
+
+
+def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
+    """Coerce an op argument: Tensors pass; scalars and arrays become constant Tensors of `like`'s dtype
+    and device, so `x * 2.0` keeps x's float32 and `x + np_array` works."""
+    if isinstance(value, Tensor):
+        return value
+    if like is None:
+        t = Tensor(value)
+    else:
+        arr = like.data
+        if isinstance(value, bool | int | float | np.number):
+            xp = np if type(arr) is np.ndarray else xp_of(arr)
+            t = Tensor._wrap(xp.asarray(value, dtype=arr.dtype))
+        else:
+            converted = _to_array(value, None, None, "operand")
+            if converted.dtype != arr.dtype and converted.dtype.kind == "f" and arr.dtype.kind == "f":
+                converted = converted.astype(arr.dtype)
+            if type(arr) is not np.ndarray:
+                converted = to_device(converted, Device("cuda", arr.device.id))
+            t = Tensor._wrap(converted)
+    if _hooks.TRACING:  # a constant of the computation, as a tracer sees it (the graph cache bakes it in)
+        _hooks.trace("constant", tensor=t)
+    return t

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from . import graph as _graph
 from . import hooks as _hooks
-from .device import Device, as_device, to_device
+from .backward import RetainGrad, run_backward
+from .device import Device
 from .dtypes import is_float
 from .errors import DTypeError, GraphError
 from .tensor import Tensor, _to_array
@@ -107,9 +105,9 @@ class Variable(Tensor):
     def retain_grad(self) -> None:
         """Keep `.grad` on this non-leaf after backward (leaves always keep theirs)."""
         if self._node is None or self._retains_grad:
-            return  # idempotent: a second _RetainGrad hook would add the gradient twice
+            return  # idempotent: a second RetainGrad hook would add the gradient twice
         self._retains_grad = True
-        self._node_hooks().append(_RetainGrad(self))
+        self._node_hooks().append(RetainGrad(self))
 
     def register_hook(self, fn: Any) -> Any:
         """Call `fn(grad)` when this value's gradient is computed; a non-None return replaces the gradient.
@@ -139,15 +137,7 @@ class Variable(Tensor):
 
         `grad_output` is required unless this value has exactly one element.
         """
-        from .backward import run_backward
-
         run_backward([self], [grad_output], retain_graph=retain_graph, create_graph=create_graph)
-
-    def to(self, device: Device | str | None = None, dtype: Any = None) -> Variable:
-        """Move or cast, differentiably: gradients flow back to the original device and dtype."""
-        from .ops.convert import to_device_dtype
-
-        return to_device_dtype(self, None if device is None else as_device(device), dtype)
 
     def __repr__(self) -> str:
         extra = ""
@@ -161,23 +151,6 @@ class Variable(Tensor):
     __hash__ = object.__hash__
 
 
-_graph._Variable = Variable
-
-
-class _RetainGrad:
-    """A node pre-hook that stores the arriving gradient on a non-leaf Variable."""
-
-    def __init__(self, var: Variable) -> None:
-        import weakref
-
-        self.ref = weakref.ref(var)
-
-    def __call__(self, grad: Any) -> None:
-        var = self.ref()
-        if var is not None:
-            var.grad = grad if var.grad is None else var.grad + grad
-
-
 class _HookHandle:
     def __init__(self, hooks: list, fn: Any) -> None:
         self.hooks, self.fn = hooks, fn
@@ -185,33 +158,3 @@ class _HookHandle:
     def remove(self) -> None:
         if self.fn in self.hooks:
             self.hooks.remove(self.fn)
-
-
-def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
-    """Coerce an op argument: Tensors pass; scalars and arrays become constant Tensors of `like`'s dtype
-    and device, so `x * 2.0` keeps x's float32 and `x + np_array` works."""
-    if isinstance(value, Tensor):
-        return value
-    if like is None:
-        t = Tensor(value)
-    else:
-        arr = like.data
-        if isinstance(value, bool | int | float | np.number):
-            xp = np if type(arr) is np.ndarray else _xp(arr)
-            t = Tensor._wrap(xp.asarray(value, dtype=arr.dtype))
-        else:
-            converted = _to_array(value, None, None, "operand")
-            if converted.dtype != arr.dtype and converted.dtype.kind == "f" and arr.dtype.kind == "f":
-                converted = converted.astype(arr.dtype)
-            if type(arr) is not np.ndarray:
-                converted = to_device(converted, Device("cuda", arr.device.id))
-            t = Tensor._wrap(converted)
-    if _hooks.TRACING:  # a constant of the computation, as a tracer sees it (the graph cache bakes it in)
-        _hooks.trace("constant", tensor=t)
-    return t
-
-
-def _xp(arr: Any) -> Any:
-    from .device import xp_of
-
-    return xp_of(arr)

@@ -118,7 +118,6 @@ class EventHook(EngineHook):
         # id(producer node) -> (gradient Variable, its stats): a gradient that flows unchanged from a consumer's
         # input to its producer's output is summarised once, not twice.
         self._grad_cache: dict[int, tuple[Any, dict]] = {}
-        self._op: Any = None
         # ids of nodes whose outputs were checked and hold no NaN/Inf, this step (see SELECT_OPS)
         self._finite: set[int] = set()
         self._in_backward = 0
@@ -180,10 +179,7 @@ class EventHook(EngineHook):
         return None
 
     # -- forward --------------------------------------------------------------------------------------------
-    def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
-        self._op = op
-
-    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+    def forward_postprocess(self, op: Any, node: Any, inputs: tuple, output: Any) -> None:
         if node is None:
             if self._in_backward:
                 return  # an op inside a backward rule: its result is reported as a gradient (grad event)
@@ -191,7 +187,7 @@ class EventHook(EngineHook):
             if self.check_anomalies and out.dtype.kind == "f":
                 nan, inf = count_nonfinite(out)
                 if nan or inf:
-                    self._forward_anomaly(getattr(self._op, "name", "?"), None, inputs, nan, inf)
+                    self._forward_anomaly(op.name, None, inputs, nan, inf)
             return
         out = output.data
         refs = []
@@ -217,7 +213,6 @@ class EventHook(EngineHook):
                     saved += t.data.nbytes
         if node.out_data is not None:
             saved += node.out_data.nbytes
-        op = node.op
         ev = {
             "v": 1, "kind": "node", "t": _now(), "step": self.step, "id": node.id, "op": op.name,
             "inputs": refs, "shape": list(out.shape), "dtype": _dtype_name(out.dtype), "device": _device(out),

@@ -135,7 +135,7 @@ class TraceRecorder(_hooks.EngineHook):
     def forward_preprocess(self, op: Any, inputs: tuple, attrs: dict) -> None:
         self._stack().append(("f", self._now()))
 
-    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+    def forward_postprocess(self, op: Any, node: Any, inputs: tuple, output: Any) -> None:
         st = self._stack()
         if not st or st[-1][0] != "f":
             return  # record_operation reports nodes without a forward_preprocess

@@ -96,7 +96,7 @@ class Module:
     @property
     def structure_version(self) -> int:
         """A number that changes whenever a parameter, buffer, child module or Tensor attribute of this module is
-        assigned (or removed). A captured graph (`rtxviz.engine.graph_cache`) records it for every module it
+        assigned (or removed). A captured graph (`rtxviz.engine.cache`) records it for every module it
         called and misses when it changed, since a replay would still read the old objects.
 
         >>> from rtxviz.nn import Linear
@@ -106,7 +106,8 @@ class Module:
         >>> lin.structure_version != v
         True
         """
-        return self.__dict__["_version"]
+        # setdefault: a module made without Module.__init__ (unpickled from an old file) gets a version now
+        return self.__dict__.setdefault("_version", 0)
 
     def _bump(self) -> None:
         self.__dict__["_version"] = next(_STRUCTURE_VERSIONS)
@@ -193,7 +194,7 @@ class Module:
     @property
     def path(self) -> str | None:
         """This module's qualified path (``model.layers.0``), or None before the root was first called."""
-        return self.__dict__["_path"]
+        return self.__dict__.get("_path")
 
     def name_as(self, root: str = ROOT_NAME) -> Module:
         """Make this module a root named `root`: (re)compute the paths of it, its children and parameter names.

@@ -399,7 +399,7 @@ class GradCapture(EngineHook):
         self.leaf_grads: dict[int, tuple[Any, GradStat]] = {}
         self._depth = 0
 
-    def forward_postprocess(self, node: Any, inputs: tuple, output: Any) -> None:
+    def forward_postprocess(self, op: Any, node: Any, inputs: tuple, output: Any) -> None:
         if node is not None and not self._depth and not _NODE_SHAPES:
             self.shapes[node] = (tuple(output.data.shape), output.data.dtype.name)
 

@@ -13,10 +13,10 @@ import pytest
 
 import rtxviz
 from rtxviz import Op, Tensor, Variable, apply, no_grad
-from rtxviz.engine import graph_cache as gcache
+from rtxviz.engine import cache as gcache
 from rtxviz.engine import hooks
 from rtxviz.engine import random as rrandom
-from rtxviz.engine.graph_cache import (
+from rtxviz.engine.cache import (
     GraphCacheError,
     cache_graph,
     get_cached_graph,

@@ -229,7 +229,7 @@ def test_non_differentiable_function_raises_when_second_backward_reaches_it() ->
 
 
 def test_pow_masks_are_recomputed_by_a_graph_cache_replay() -> None:
-    from rtxviz.engine.graph_cache import cache_graph, init_graph_cache
+    from rtxviz.engine.cache import cache_graph, init_graph_cache
 
     init_graph_cache()
     a, p = var([1.0, 2.0]), var(0.5)

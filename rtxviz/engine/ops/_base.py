@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 from .. import hooks as _hooks
 from ..errors import DimError
 from ..graph import apply
-from ..tensor import Tensor
-from ..variable import Variable, as_tensor_like
+from ..tensor import Tensor, as_tensor_like
+from ..variable import Variable
 
 F = TypeVar("F", bound=Callable[..., Any])
 

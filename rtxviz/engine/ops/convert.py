@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..device import Device, device_of, to_device
+from ..device import Device, as_device, device_of, to_device
 from ..dtypes import as_dtype
 from ..graph import Op, apply
+from ..variable import Variable
 from ._base import register
 
 
@@ -38,3 +39,12 @@ def to_device_dtype(x: Any, device: Device | None, dtype: Any) -> Any:
     if same_device and same_dtype:
         return x
     return apply(ToDeviceDtype, (x,), {"device": None if same_device else device, "dtype": dt})
+
+
+def to(x: Variable, device: Device | str | None = None, dtype: Any = None) -> Any:
+    """Move or cast a Variable, differentiably: gradients flow back to the original device and dtype.
+    (`Tensor.to` on a plain Tensor copies without a graph.)"""
+    return to_device_dtype(x, None if device is None else as_device(device), dtype)
+
+
+Variable.to = to  # type: ignore[assignment]  # the differentiable form overrides Tensor.to for Variables

@@ -15,8 +15,7 @@ import numpy as np
 from ..device import to_device, xp_of
 from ..errors import DeviceError, DimError, DTypeError, ShapeError
 from ..graph import Op, apply
-from ..tensor import Tensor
-from ..variable import as_tensor_like
+from ..tensor import Tensor, as_tensor_like
 from ._base import constant, norm_dim, norm_dims, register, tensor_method
 from .broadcast import sum_to
 
