@@ -27,9 +27,10 @@ import numpy as np
 
 from ..engine.graph import TapeNode
 from ..engine.hooks import EngineHook
-from ..schema import CORE_KINDS, KIND_PATTERN, MAX_PARAMS, EventError, validate_event
-from ..summary import count_nonfinite, norm, tensor_stats
-from .fields import jsonable, params_of
+from ..schema import CORE_KINDS, KIND_PATTERN, EventError, validate_event
+from ..summary import count_nonfinite, tensor_stats
+from .fields import jsonable
+from .optimizer import OptimizerReporter
 
 _now = time.time
 _RESERVED = frozenset({"v", "kind", "t", "step", "seq"})
@@ -84,11 +85,6 @@ def _device(array: Any) -> str:
     return "cpu" if type(array) is np.ndarray else f"cuda:{array.device.id}"
 
 
-def _root(squares: float) -> float | None:
-    """√ of a sum of squares; None when it is not finite (NaN/Inf somewhere, or overflow)."""
-    return math.sqrt(squares) if squares - squares == 0.0 else None
-
-
 def _values(array: Any) -> list:
     flat = array.ravel()
     if type(flat) is not np.ndarray:
@@ -121,14 +117,7 @@ class EventHook(EngineHook):
         # ids of nodes whose outputs were checked and hold no NaN/Inf, this step (see SELECT_OPS)
         self._finite: set[int] = set()
         self._in_backward = 0
-        self._opt_snapshot: tuple | None = None
-        # id(param) -> (weak ref to it, buffer): where each step's pre-update copy goes. Reused, because a fresh
-        # copy of every parameter per step is freed again at once, and glibc then hands the memory back to the
-        # OS (heap trimming) and page-faults it in anew on the next step: measured at 5-7x the copy itself.
-        self._snap_bufs: dict[int, tuple[Any, Any]] = {}
-        # id(leaf) -> (its gradient's array, that gradient's summary or placeholder): the optimizer report's
-        # grad_norm reuses it when `.grad` is still that array.
-        self._leaf_stats: dict[int, tuple[Any, Any]] = {}
+        self.optimizer = OptimizerReporter(self)  # the optimizer_step events
 
     # -- leaves and references ------------------------------------------------------------------------------
     def leaf_id(self, t: Any) -> int:
@@ -254,7 +243,7 @@ class EventHook(EngineHook):
     def backward_begin(self, roots: list, create_graph: bool) -> None:
         self._in_backward += 1
         self._grad_cache.clear()
-        self._leaf_stats.clear()
+        self.optimizer.leaf_stats.clear()
         self.sink({"v": 1, "kind": "backward_begin", "t": _now(), "step": self.step,
                    "roots": [r for r in (self.ref(v) for v in roots) if r is not None],
                    "create_graph": bool(create_graph)})
@@ -308,7 +297,7 @@ class EventHook(EngineHook):
         data = grad.data
         stats = (cached[1] if cached is not None and cached[0].data is data
                  else tensor_stats(data, self.values_max_numel))
-        self._leaf_stats[id(variable)] = (data, stats)
+        self.optimizer.leaf_stats[id(variable)] = (data, stats)
         self.sink({"v": 1, "kind": "leaf_grad", "t": _now(), "step": self.step, "leaf": self.leaf_id(variable),
                    "stats": stats})
 
@@ -325,7 +314,7 @@ class EventHook(EngineHook):
         name that is not a valid kind, is wrapped as ``{"kind": "engine_event", "name": kind, "fields": ...}``.
         """
         if kind == "optimizer_step_begin" or kind == "optimizer_step_end":
-            self._optimizer(kind, fields.get("optimizer"), fields)
+            self.optimizer.on_event(kind, fields.get("optimizer"), fields)
             return
         body = {}
         for k, v in fields.items():
@@ -344,101 +333,10 @@ class EventHook(EngineHook):
                       "name": str(kind)[:200], "fields": body}
         self.sink(ev)
 
-    def _optimizer(self, kind: str, optimizer: Any, fields: dict) -> None:
-        """An optimizer's update, reported by the engine hooks as one `optimizer_step` event at end.
-
-        An optimizer that says ``exposes_updates=True`` at begin hands ``updates=[(param, update array,
-        squares), ...]`` at end (the arrays it added to the parameters, and ‖p‖², ‖u‖² when it measured them
-        while adding): the report then costs nothing more, or two dot products per parameter.
-        Any other optimizer gets the general path: a snapshot of the parameters at begin, the difference at end.
-        """
-        if optimizer is None:
-            return
-        if kind == "optimizer_step_begin":
-            if fields.get("exposes_updates"):
-                self._opt_snapshot = (optimizer, None, None)
-                return
-            params = params_of(optimizer)[:MAX_PARAMS]
-            self._opt_snapshot = (optimizer, params, self.copy_params(params))
-            return
-        snap, self._opt_snapshot = self._opt_snapshot, None
-        if snap is None or snap[0] is not optimizer:
-            return
-        _, params, before = snap
-        try:
-            if params is None:
-                updates = fields.get("updates")
-                if updates is not None:
-                    self.report_updates(params_of(optimizer)[:MAX_PARAMS], updates, type(optimizer).__name__)
-                return
-            from .report import report_update  # report imports the emitter, which imports this; general path only
-
-            report_update(self, params, before, [p.data for p in params], type(optimizer).__name__,
-                          before_owned=True)
-        finally:
-            # let go of this backward's gradient arrays now: held until the next backward, they are not freed
-            # by the user's zero_grad, and the next forward's activations land in colder memory
-            self._leaf_stats.clear()
-
-    def report_updates(self, params: list, updates: list, name: str) -> None:
-        """One `optimizer_step` event from the updates an optimizer applied (``p += u`` for each (p, u[, squares])):
-        ‖u‖ and ‖p‖ now (both arrays change in place at the next step), from the squares the optimizer measured
-        while adding when it did, the gradient norm from the gradient's summary. A parameter without an update
-        (no gradient) moved by 0."""
-        by_id = {id(e[0]): e for e in updates}
-        rows = []
-        for p in params:
-            e = by_id.get(id(p))
-            if e is None:  # no gradient: not moved
-                pn, un = norm(p.data), 0.0
-            elif len(e) > 2 and e[2] is not None:
-                psq, usq = e[2]
-                pn, un = _root(psq), _root(usq)
-            else:
-                pn = norm(p.data)
-                un = None if e[1] is None else norm(e[1])  # None: the optimizer did not say
-            rows.append({
-                "leaf": self.leaf_id(p), "name": getattr(p, "name", None), "grad_norm": self.grad_norm(p),
-                "param_norm": pn, "update_norm": un, "update_ratio": (un / pn) if un is not None and pn else None,
-            })
-        self.sink({"v": 1, "kind": "optimizer_step", "t": _now(), "step": self.step, "optimizer": name[:200],
-                   "params": rows})
-
-    def grad_norm(self, p: Any) -> Any:
-        """‖p.grad‖ now (clipping may have replaced it since backward): the norm of the summary this backward
-        made, when `.grad` is still that array; else a new summary's."""
-        grad = getattr(p, "grad", None)
-        if grad is None:
-            return None
-        data = grad.data
-        entry = self._leaf_stats.get(id(p))
-        s = entry[1] if entry is not None and entry[0] is data else tensor_stats(data, self.values_max_numel)
-        return s["norm"]
-
-    def copy_params(self, params: list) -> list:
-        """Copies of the parameters' arrays (before an update), in buffers this hook keeps for the next step."""
-        bufs = self._snap_bufs
-        out = []
-        for p in params:
-            a = p.data
-            k = id(p)
-            entry = bufs.get(k)
-            buf = entry[1] if entry is not None and entry[0]() is p else None
-            if buf is None or type(buf) is not type(a) or buf.shape != a.shape or buf.dtype != a.dtype:
-                buf = a.copy()
-                try:
-                    bufs[k] = (weakref.ref(p, lambda _r, k=k: bufs.pop(k, None)), buf)
-                except TypeError:  # no weak references to it: copy afresh each time
-                    pass
-            else:
-                buf[...] = a
-            out.append(buf)
-        return out
-
     def new_step(self, step: int | None) -> None:
         """Called by the emitter at each step boundary."""
         self.step = step
         self._anomalies = 0
         self._finite.clear()
-        self._leaf_stats.clear()
+        self.optimizer.leaf_stats.clear()
         self._in_backward = 0  # a backward that raised never reported its end

@@ -20,12 +20,10 @@ instead wrap its update in ``with rtxviz.events.optimizer_step(params):``.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..schema import MAX_PARAMS
-from ..summary import norm as _norm
 from .emitter import _CURRENT, Run
 from .fields import params_of as _params
 
@@ -42,13 +40,13 @@ class _OptimizerStep:
         self.run, self.params, self.name = run, params, name
 
     def __enter__(self) -> _OptimizerStep:
-        self.before = self.run.hook.copy_params(self.params)
+        self.before = self.run.hook.optimizer.copy_params(self.params)
         return self
 
     def __exit__(self, exc_type: Any, *exc: object) -> None:
         if exc_type is None:
-            report_update(self.run.hook, self.params, self.before, [p.data for p in self.params], self.name,
-                          before_owned=True)
+            self.run.hook.optimizer.report_difference(self.params, self.before, [p.data for p in self.params],
+                                                      self.name, before_owned=True)
 
 
 def optimizer_step(params: Any, optimizer: Any = None) -> Any:
@@ -72,38 +70,13 @@ def report_optimizer_step(params: Any, before: Sequence[Any], after: Sequence[An
     if run is None:
         return
     ps = _params(params)[:MAX_PARAMS]
-    report_update(run.hook, ps, before, after if after is not None else [p.data for p in ps], optimizer)
+    run.hook.optimizer.report_difference(ps, before, after if after is not None else [p.data for p in ps], optimizer)
 
 
 def snapshot(source: Any) -> tuple[list, list]:
     """(parameters, copies of their arrays) before an update."""
     params = _params(source)[:MAX_PARAMS]
     return params, [p.data.copy() for p in params]
-
-
-def report_update(hook: Any, params: list, before: Sequence[Any], after: Sequence[Any], name: str,
-                  before_owned: bool = False) -> None:
-    """Emit one `optimizer_step` event through `hook` (an EventHook).
-
-    before_owned: the `before` arrays are private copies that may be overwritten (the difference is then
-    computed in place, saving an allocation and a pass per parameter).
-    """
-    rows = []
-    for p, b, a in zip(params, before, after, strict=False):
-        pn = _norm(a)
-        if before_owned and type(b) is type(a) and b.shape == a.shape and b.dtype == a.dtype:
-            b -= a  # ‖b - a‖ = ‖a - b‖, without a temporary (numpy and cupy alike)
-            un = _norm(b)
-        else:
-            un = _norm(a - b)
-        lid = hook.leaf_id(p)
-        rows.append({
-            "leaf": lid, "name": getattr(p, "name", None), "grad_norm": hook.grad_norm(p), "param_norm": pn,
-            "update_norm": un,
-            "update_ratio": (un / pn) if un is not None and pn else None,
-        })
-    hook.sink({"v": 1, "kind": "optimizer_step", "t": time.time(), "step": hook.step, "optimizer": name[:200],
-               "params": rows})
 
 
 def report_gradcheck(name: str, passed: bool, max_abs_error: float | None = None,

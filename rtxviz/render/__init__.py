@@ -30,6 +30,7 @@ from typing import Any
 from ..engine.errors import RtxvizError
 from ..engine.variable import Variable
 from ..summary import EXPLODING, VANISHING, GradStat
+from .display import svg_or_none
 from .dot import DotOptions, quote, to_dot
 from .graph_model import (
     NOT_CAPTURED,
@@ -52,13 +53,12 @@ from .graphviz_run import (
     find_dot,
     render_model,
     run_dot,
-    svg_or_none,
 )
 
 __all__ = [
     "EXPLODING", "NOT_CAPTURED", "NOT_COMPUTED", "VANISHING", "DotOptions", "GEdge", "GNode", "GradCapture",
     "GradStat", "GraphModel", "GraphvizNotFound", "RenderFailed", "RenderTimeout", "capture_grads", "find_dot",
-    "graph_model", "keep_grads", "kept_grads", "quote", "render", "render_model", "run_dot", "to_dot",
+    "graph_model", "keep_grads", "kept_grads", "quote", "render", "render_model", "run_dot", "svg_or_none", "to_dot",
 ]
 
 
@@ -101,14 +101,6 @@ def render(output: Any, path: str = "graph.svg", show_grads: bool = True, show_s
     with open(path, "wb") as f:
         f.write(data)
     return str(path)
-
-
-def _variable_repr_svg(self: Variable) -> str | None:
-    """Jupyter: a non-leaf Variable shows its graph (None falls back to the text repr)."""
-    return svg_or_none(self)
-
-
-Variable._repr_svg_ = _variable_repr_svg  # type: ignore[attr-defined]
 
 
 class _CallableModule(type(os)):

@@ -93,11 +93,6 @@ class GraphModel:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def _repr_svg_(self) -> str | None:
-        from .graphviz_run import svg_or_none
-
-        return svg_or_none(self)
-
     # -- builders --------------------------------------------------------------------------------------------
     @staticmethod
     def from_variable(output: Any, grads: GradCapture | None = None) -> GraphModel:

@@ -105,20 +105,3 @@ def render_model(model: GraphModel, fmt: str = "svg", show_grads: bool = True, s
     if fmt == "dot":
         return text.encode("utf-8")
     return run_dot(text, fmt, timeout=timeout, n_nodes=len(model))
-
-
-def svg_or_none(obj: Any, timeout: float = REPR_TIMEOUT, max_nodes: int = REPR_MAX_NODES) -> str | None:
-    """SVG text for Jupyter's `_repr_svg_`: None (plain repr instead) for leaves or when `dot` is missing/slow.
-    The graph is cut to `max_nodes` (collapsed modules, elided chains) so it lays out well within `timeout`."""
-    from .graph_model import GraphModel as _GM
-
-    if find_dot() is None:
-        return None
-    if not isinstance(obj, _GM):
-        if getattr(obj, "_node", None) is None:
-            return None
-        obj = _GM.from_variable(obj)
-    try:
-        return render_model(obj, "svg", timeout=timeout, max_nodes=max_nodes).decode("utf-8")
-    except RtxvizError:
-        return None

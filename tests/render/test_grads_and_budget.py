@@ -297,7 +297,7 @@ def test_jupyter_repr_gives_up_quietly_when_dot_is_slow(tmp_path, monkeypatch):
     slow.chmod(slow.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("RTXVIZ_DOT", str(slow))
     monkeypatch.setattr(R.graphviz_run, "REPR_TIMEOUT", 0.3)
-    monkeypatch.setattr(R.graphviz_run.svg_or_none, "__defaults__", (0.3, R.graphviz_run.REPR_MAX_NODES))
+    monkeypatch.setattr(R.display.svg_or_none, "__defaults__", (0.3, R.graphviz_run.REPR_MAX_NODES))
     y = (_leaf([1.0], "a") * 2.0).sum()
     t0 = time.perf_counter()
     assert y._repr_svg_() is None  # Jupyter shows the text repr instead
