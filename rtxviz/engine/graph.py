@@ -27,20 +27,82 @@ _NO_ATTRS: dict = {}
 _node_ids = itertools.count(1)
 
 
-class Op:
-    """One differentiable operation: its forward on raw arrays, its backward in differentiable ops, its rule.
+#: What sort of op an op is (`Op.kind`), and what that lets the engine and its watchers assume.
+KINDS: dict[str, str] = {
+    "elementwise": "each output element depends on the input elements at the same position (inputs of one "
+                   "shape); the batched walk runs the op's own rule on a batch of gradients",
+    "broadcast_binary": "elementwise on two inputs that broadcast; the base class `BroadcastBinary` records the "
+                        "shapes and sums gradients back to them",
+    "reduction": "reduces dims (sum, mean, max, norm...)",
+    "scan": "a cumulative op along one dim (cumsum, cumprod, logcumsumexp)",
+    "shape": "moves, copies or drops values without computing new ones (reshape, transpose, cat, flip...)",
+    "index": "selects or scatters values by an index or mask (gather, index_select, where, masked_fill...)",
+    "linalg": "linear algebra (matmul, solve, det...)",
+    "nn": "a neural-network op (softmax, normalisation, attention, embedding, dropout)",
+    "loss": "a loss function",
+    "conv": "a convolution",
+    "pool": "a pooling op",
+    "convert": "moves a tensor to another device or dtype",
+    "gradient": "an op that backward rules of other ops use (not part of the user vocabulary)",
+    "comparison": "a comparison: a bool result, no gradient",
+}
 
-    Subclasses set `name`, `rule` (one line for learners, e.g. ``dA = dC @ Bᵀ``), `save_inputs` /
-    `save_output` (what backward reads: ``ctx.saved_inputs`` / ``ctx.output``), and implement
-    ``forward(ctx, *arrays) -> array`` and ``backward(ctx, grad) -> tuple`` (one gradient or None per input).
-    Backward is written with Tensor/Variable methods, so with ``create_graph=True`` it records a graph
-    of its own and higher derivatives come for free.
+#: Every op class by its `name`, filled as op classes are defined (`Op.__init_subclass__`): the batched walk, the
+#: event hook, the graph cache, the conformance runner and the docs read the declarations there.
+OPS: dict[str, type[Op]] = {}
+
+
+class Op:
+    """One differentiable operation, declared in one place: its forward on raw arrays, its backward in
+    differentiable ops, and the facts about it that the rest of rtxviz reads.
+
+    Declarations (class attributes):
+
+    - `name`: its name in graphs, events and the registry `OPS` (a subclass that sets one is registered).
+    - `kind`: one of `KINDS` (elementwise, broadcast_binary, reduction, shape, ...); every op of rtxviz has one.
+    - `rule`: the backward rule in one line for learners, e.g. ``dA = dC @ Bᵀ``.
+    - `save_inputs` / `save_output`: what backward reads (``ctx.saved_inputs`` / ``ctx.output``); anything else
+      it needs goes in ``ctx.state`` during forward (counted as activation memory).
+    - `keeps_finite`: finite inputs always give a finite output (the output only moves, selects or drops input
+      values, or zeros), so a NaN/Inf watcher may skip checking it.
+    - `differentiable`: False for ops with no gradient at all (comparisons).
+    - `batched`: optional ``batched(ctx, G) -> tuple`` of raw arrays: the op's rule for a batch of gradients
+      (G has a leading batch dim), used by Jacobians and Hessians; elementwise and broadcasting ops get theirs
+      from their base class, others fall back to running `backward` once per row.
+    - `function` / `reference`: set by `ops.implements` on the op's public function: that function, and the
+      name an ``rtx-reference/1`` program step calls it by (None: not in the reference vocabulary).
+    - `examples`: for ops outside the reference vocabulary, calls the per-op test harness checks them with.
+
+    Methods: ``forward(ctx, *arrays) -> array`` and ``backward(ctx, grad) -> tuple`` (one gradient or None per
+    input). Backward is written with Tensor/Variable methods, so with ``create_graph=True`` it records a graph of
+    its own and higher derivatives come for free. Masks and weights that backward computes from data must come
+    from ops (or from ``ctx.state`` filled by forward), never raw arrays built in backward, so that a graph-cache
+    replay recomputes them (the capture refuses otherwise). `docs/adding-an-op.md` walks through one op.
     """
 
     name = "op"
+    kind = ""
     rule = ""
     save_inputs = False
     save_output = False
+    keeps_finite = False
+    differentiable = True
+    batched: Any = None
+    function: Any = None
+    reference: str | None = None
+    examples: tuple = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            return  # an abstract base (a kind's base class): not an op of its own
+        other = OPS.get(cls.name)
+        if other is not None and other.__qualname__ != cls.__qualname__:
+            raise TypeError(f"op name {cls.name!r} is declared twice: {other.__qualname__} and {cls.__qualname__}")
+        if cls.kind and cls.kind not in KINDS:  # an op of your own may leave it unset
+            raise TypeError(f"op {cls.name!r} ({cls.__qualname__}): kind must be one of {sorted(KINDS)}, "
+                            f"got {cls.kind!r}")
+        OPS[cls.name] = cls
 
     @staticmethod
     def forward(ctx: TapeNode, *arrays: Any) -> Any:  # pragma: no cover - abstract
@@ -416,8 +478,10 @@ class UserOp:
     """Adapts a BackwardFunction instance to the Op interface the backward walk calls."""
 
     __slots__ = ("fn",)
+    kind = "user"
     save_inputs = False
     save_output = False
+    keeps_finite = False
 
     def __init__(self, fn: BackwardFunction) -> None:
         self.fn = fn
@@ -490,8 +554,10 @@ class _NotDifferentiable:
     it (a second backward reaching it) raises the error that explains how to make the function differentiable."""
 
     __slots__ = ("fn_name",)
+    kind = "gradient"
     save_inputs = False
     save_output = False
+    keeps_finite = False
     rule = "not differentiable (a user backward without `differentiable = True`)"
 
     def __init__(self, fn_name: str) -> None:

@@ -36,14 +36,9 @@ _now = time.time
 _RESERVED = frozenset({"v", "kind", "t", "step", "seq"})
 
 
-#: Ops whose output only moves, selects or drops its inputs' values (or fills zeros): from inputs known to hold
-#: no NaN/Inf they cannot make any, so their forward check is skipped then. Not ops that compute new values:
-#: add, mul, matmul, exp, sum... overflow to Inf from finite inputs; masked_fill may fill -inf; `to` may overflow.
-SELECT_OPS = frozenset({
-    "reshape", "transpose", "permute", "squeeze", "unsqueeze", "expand", "getitem", "narrow", "index_select",
-    "cat", "stack", "where", "relu", "max", "min", "maximum", "minimum", "max_pool2d", "neg", "abs",
-})
-_FINITE_MAX = 1 << 16  # node ids remembered as checked finite (cleared at each step; this bounds a stepless run)
+#: node ids remembered as checked finite, for ops that keep finite values finite (`Op.keeps_finite`); cleared at
+#: each step, this bounds a stepless run
+_FINITE_MAX = 1 << 16
 
 _DTYPE_NAMES: dict[Any, str] = {}
 _ATTRS: dict[tuple, Any] = {}
@@ -114,7 +109,7 @@ class EventHook(EngineHook):
         # id(producer node) -> (gradient Variable, its stats): a gradient that flows unchanged from a consumer's
         # input to its producer's output is summarised once, not twice.
         self._grad_cache: dict[int, tuple[Any, dict]] = {}
-        # ids of nodes whose outputs were checked and hold no NaN/Inf, this step (see SELECT_OPS)
+        # ids of nodes whose outputs were checked and hold no NaN/Inf, this step (see Op.keeps_finite)
         self._finite: set[int] = set()
         self._in_backward = 0
         self.optimizer = OptimizerReporter(self)  # the optimizer_step events
@@ -213,7 +208,7 @@ class EventHook(EngineHook):
             ev["values"] = _values(out)
         self.sink(ev)
         if self.check_anomalies and out.dtype.kind == "f":
-            if all_finite and op.name in SELECT_OPS:
+            if all_finite and op.keeps_finite:
                 # its values are some of its inputs' (or zeros): finite inputs make a finite output, no pass needed
                 finite.add(node.id)
                 return

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rtxviz.conformance import OP_TABLE, MalformedFileError, main, reference_path, run_case, run_file
+from rtxviz.conformance import MalformedFileError, main, reference_path, run_case, run_file
+from rtxviz.engine.ops import REFERENCE
 
 REPO = Path(__file__).resolve().parents[2]
 OPS_DOC = json.loads(reference_path("ops.json").read_text())
@@ -55,7 +56,7 @@ def test_reference_files_are_the_shared_ones() -> None:
 
 
 def test_every_format_op_has_a_dispatch_entry() -> None:
-    """The op table covers every op name FORMAT.md lists (parsed from the doc, not from the visible cases)."""
+    """The registry covers every op name FORMAT.md lists (parsed from the doc, not from the visible cases)."""
     text = reference_path("FORMAT.md").read_text()
     names: set[str] = set()
     for line in text.splitlines():
@@ -63,7 +64,7 @@ def test_every_format_op_has_a_dispatch_entry() -> None:
         if line.startswith("|") and len(cells) > 3 and cells[1] and not set(cells[1]) <= {"-"} and cells[1] != "group":
             names.update(n for n in re.split(r"[,\s]+", cells[2]) if n)
     assert len(names) > 50
-    assert names <= set(OP_TABLE), f"no dispatch entry for {sorted(names - set(OP_TABLE))}"
+    assert names <= set(REFERENCE), f"no dispatch entry for {sorted(names - set(REFERENCE))}"
 
 
 # -- hand-made files for the runner itself ---------------------------------------------------------------------
@@ -189,7 +190,7 @@ def test_engine_error_is_a_failing_case_with_its_text(tmp_path: Path, capsys: py
 
 
 def test_missing_hessian_support_is_reported_never_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rtxviz.conformance as conf
+    import rtxviz.conformance.runner as conf
 
     def unsupported(kind, f, x):  # noqa: ANN001, ANN202
         raise NotImplementedError("no HessianComputer")
@@ -267,31 +268,23 @@ def test_module_entry_point_exit_codes(tmp_path: Path) -> None:
 
 
 def test_table_op_missing_from_engine_is_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rtxviz import Tensor
-
-    monkeypatch.delattr(Tensor, "logsumexp")
+    monkeypatch.delitem(REFERENCE, "logsumexp")
     case = next(c for c in OPS_DOC["cases"] if c["program"][0]["op"] == "logsumexp")
     result = run_case(case)
     assert not result.passed and result.message == "unsupported op logsumexp"
 
 
-def test_op_outside_the_table_dispatches_by_name(tmp_path: Path) -> None:
-    """An op FORMAT.md does not list yet (erf) runs when the engine has it under that name; closed form."""
-    import math
-
-    xs = [0.5, -1.25]
+def test_op_outside_the_registry_fails_its_case_only(tmp_path: Path) -> None:
+    """An op name nobody registered fails its own case as unsupported; the other cases of the file still run."""
     case = {
-        "name": "hand/erf",
-        "inputs": {"x": _tensor([2], xs)},
-        "program": [{"out": "y", "op": "erf", "args": ["x"], "attrs": {}}],
+        "name": "hand/no_such_op",
+        "inputs": {"x": _tensor([2], [0.5, -1.25])},
+        "program": [{"out": "y", "op": "no_such_op", "args": ["x"], "attrs": {}}],
         "output": "y",
-        "expect": {
-            "value": _tensor([2], [math.erf(v) for v in xs]),
-            "grad_output": _tensor([2], [1.0, -2.0]),
-            "grads": {"x": _tensor([2], [g * 2 / math.sqrt(math.pi) * math.exp(-v * v)
-                                         for g, v in zip([1.0, -2.0], xs, strict=True)])},
-        },
+        "expect": {"value": _tensor([2], [0.0, 0.0]), "grad_output": _tensor([2], [1.0, 1.0]),
+                   "grads": {"x": _tensor([2], [0.0, 0.0])}},
         "tol": {"rtol": 1e-7, "atol": 1e-9},
     }
-    (result,) = run_file(_write(tmp_path, [case]))
-    assert result.passed, result.message
+    bad, good = run_file(_write(tmp_path, [case, _mul_case()]))
+    assert not bad.passed and bad.message == "unsupported op no_such_op"
+    assert good.passed, good.message

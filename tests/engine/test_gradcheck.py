@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from rtxviz import BackwardFunction, DTypeError, ShapeError, Tensor
+from rtxviz.conformance import load_file, program, reference_path
 from rtxviz.engine.gradcheck import GradCheckError, GradientChecker, gradcheck, gradgradcheck
-
-from .reference_program import array, build, load_cases, missing_ops
+from rtxviz.engine.ops import REFERENCE
 
 X = np.array([0.3, -1.2, 0.8, 1.5, -0.4])
 
@@ -152,22 +152,22 @@ def test_gradgradcheck_catches_a_missing_second_derivative():
 
 
 # -- every op of ops.json at its sample points ---------------------------------------------------------------
-OPS_CASES = load_cases("ops.json")
+OPS_CASES = load_file(reference_path("ops.json"))["cases"]
 
 
 @pytest.mark.parametrize("case", OPS_CASES, ids=[c["name"] for c in OPS_CASES])
 def test_ops_reference_gradgradcheck(case):
-    missing = missing_ops(case)
+    missing = [op for op in program.ops_of(case) if op not in REFERENCE]
     if missing:
-        pytest.skip(f"op(s) {missing} not in rtxviz.engine.ops.OPS yet")
-    names, _, fn = build(case)
-    inputs = [Tensor(array(case["inputs"][n])) for n in names]
+        pytest.skip(f"op(s) {missing} not in the registry (rtxviz.engine.ops.REFERENCE) yet")
+    names, fn = program.build(case)
+    inputs = [program.tensor(case["inputs"][n], np.float64) for n in names]
     try:
         value = fn(*inputs)
     except LookupError as exc:
         pytest.skip(str(exc))
-    want = array(case["expect"]["value"])
+    want = program.tensor(case["expect"]["value"], np.float64).numpy()
     np.testing.assert_allclose(value.numpy(), want, rtol=1e-7, atol=1e-9)
-    grad_out = [Tensor(array(case["expect"]["grad_output"]))]
+    grad_out = [program.tensor(case["expect"]["grad_output"], np.float64)]
     result = gradgradcheck(fn, inputs, grad_outputs=grad_out, atol=1e-5, rtol=1e-3)
     assert result, f"{case['name']}: {result}"

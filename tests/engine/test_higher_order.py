@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from rtxviz import BackwardFunction, ShapeError, Tensor, Variable, grad
+from rtxviz.conformance import load_file, program, reference_path
 from rtxviz.engine.functional import HessianComputer, JacobianComputer, hessian, hvp, jacobian, jvp, vjp
-
-from .reference_program import array, build, load_cases, missing_ops
+from rtxviz.engine.ops import REFERENCE
 
 
 def var(values, shape=None):
@@ -268,20 +268,20 @@ def test_vjp_of_one_element_output_defaults_v_to_one():
 
 
 # -- PyTorch's numbers: rtxviz/reference/higher_order.json -------------------------------------------------
-HIGHER = load_cases("higher_order.json")
+HIGHER = load_file(reference_path("higher_order.json"))["cases"]
 
 
 @pytest.mark.parametrize("case", HIGHER, ids=[c["name"] for c in HIGHER])
 @pytest.mark.parametrize("batched", [True, False], ids=["batched", "loop"])
 def test_higher_order_reference(case, batched):
-    missing = missing_ops(case)
+    missing = [op for op in program.ops_of(case) if op not in REFERENCE]
     if missing:
-        pytest.skip(f"op(s) {missing} not in rtxviz.engine.ops.OPS yet")
-    names, _, fn = build(case)
+        pytest.skip(f"op(s) {missing} not in the registry (rtxviz.engine.ops.REFERENCE) yet")
+    names, fn = program.build(case)
     kind = "hessian" if "hessian" in case["expect"] else "jacobian"
     spec = case["expect"][kind]
     k = names.index(spec["wrt"])
-    values = [Tensor(array(case["inputs"][n])) for n in names]
+    values = [program.tensor(case["inputs"][n], np.float64) for n in names]
 
     def f(v):
         args = list(values)

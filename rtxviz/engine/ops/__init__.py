@@ -1,9 +1,11 @@
-"""Every op of the engine, one class per op, grouped by family. Importing this package attaches the
-functional forms as Tensor methods and the Python operators (+ - * / ** @) to Tensor."""
+"""Every op of the engine, one class per op with its public function after it, grouped by family. Importing
+this package registers the ops (`OPS`, `REFERENCE`) and attaches their functions as Tensor methods and the
+Python operators (+ - * / ** @) to Tensor."""
 
 from __future__ import annotations
 
 from . import arithmetic, broadcast, convert, linalg, nn, operators, reduction, shape, unary  # noqa: F401
-from ._base import OPS
+from ._base import OPS, REFERENCE, REFERENCE_OPS, Elementwise, Example, implements
+from .broadcast import BroadcastBinary
 
-__all__ = ["OPS"]
+__all__ = ["OPS", "REFERENCE", "REFERENCE_OPS", "BroadcastBinary", "Elementwise", "Example", "implements"]

@@ -1,31 +1,95 @@
-"""Shared plumbing for op modules: attaching functions as Tensor methods, coercing operands, dims."""
+"""What every op module builds on: the base classes of the op kinds, `implements` (an op's public function and
+how a reference program calls it), attaching functions as Tensor methods, coercing operands, dims.
+
+An op is one class (its declarations, forward and backward) with its public function right after it::
+
+    class Atan2(BroadcastBinary):          # ops/broadcast.py
+        name = "atan2"
+        rule = "dA = dC · B / (A² + B²), dB = -dC · A / (A² + B²)"
+        save_inputs = True
+        compute = staticmethod(np.arctan2)
+
+        @staticmethod
+        def grads(ctx, g):
+            a, b = ctx.saved_inputs
+            r = a * a + b * b
+            return g * b / r, -g * a / r
+
+
+    @tensor_method("atan2")
+    @implements(Atan2)
+    def atan2(a, b):
+        return binary(Atan2, a, b)
+
+`docs/adding-an-op.md` walks through it.
+"""
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
+
 from .. import hooks as _hooks
+from ..backward import grad
+from ..device import xp_of
 from ..errors import DimError
-from ..graph import apply
+from ..graph import OPS, Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
 from ..variable import Variable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Every op class by its name ("mul", "conv2d", ...): the conformance runner and the docs read this.
-OPS: dict[str, type] = {}
+__all__ = ["OPS", "REFERENCE", "Elementwise", "Example", "Op", "binary", "constant",
+           "implements", "tensor_method", "unary"]
+
+#: rtx-reference op name -> how a program step calls the engine: ``call(*args, **attrs)`` (args are Tensors in
+#: the step's order, attrs the step's attrs). Filled by `implements`; the conformance runner dispatches from it.
+REFERENCE: dict[str, Callable[..., Any]] = {}
+#: rtx-reference op name -> the Op class whose public function it calls (None for a composite of several ops).
+REFERENCE_OPS: dict[str, type[Op] | None] = {}
 
 
-def register(op: type) -> type:
-    """Class decorator: make an Op known by its `name`."""
-    OPS[op.name] = op
-    return op
+def implements(op: type[Op] | str, reference: str | None = "", *, rename: dict[str, str] | None = None,
+               call: Callable[..., Any] | None = None) -> Callable[[F], F]:
+    """Declare the decorated function the public function of `op` (an Op class, or the name of a composite
+    made of several ops), and how an ``rtx-reference/1`` program step calls it.
+
+    reference: the step's op name ("" means the op's own name; None: not in the reference vocabulary).
+    rename: attr names that differ from the function's keyword names (``{"dims": "dim"}``).
+    call: when positions or results differ too, ``call(*args, **attrs)`` in full (e.g. keep max's values).
+    """
+
+    def deco(fn: F) -> F:
+        name = op if isinstance(op, str) else op.name
+        ref = name if reference == "" else reference
+        if not isinstance(op, str):
+            op.function = fn
+            op.reference = ref
+        if ref is not None:
+            if call is not None:
+                REFERENCE[ref] = call
+            elif rename:
+                table = dict(rename)
+
+                def renamed(*args: Any, **attrs: Any) -> Any:
+                    return fn(*args, **{table.get(k, k): v for k, v in attrs.items()})
+
+                REFERENCE[ref] = renamed
+            else:
+                REFERENCE[ref] = fn
+            REFERENCE_OPS[ref] = None if isinstance(op, str) else op
+        return fn
+
+    return deco
 
 
 def tensor_method(*names: str) -> Callable[[F], F]:
-    """Attach a functional op to Tensor (and so Variable) under `names`."""
+    """Attach a functional op to Tensor (and so Variable) under `names` (declared for tools in `Tensor`'s body)."""
 
     def deco(fn: F) -> F:
         for name in names:
@@ -33,6 +97,31 @@ def tensor_method(*names: str) -> Callable[[F], F]:
         return fn
 
     return deco
+
+
+@dataclass(frozen=True)
+class Example:
+    """A call of an op for the per-op test harness, for ops outside the reference vocabulary: ``call(*inputs)``
+    on float64 inputs. Each entry of `inputs` is a shape (random values in [low, high]) or an array.
+    `differentiable` False: the harness checks forward only (a comparison, a random mask)."""
+
+    call: Callable[..., Any]
+    inputs: tuple[Any, ...]
+    low: float = -1.0
+    high: float = 1.0
+    eps: float = 1e-6   # the finite-difference step
+    atol: float = 1e-5  # gradcheck's tolerances
+    rtol: float = 1e-3
+
+
+def first_grad(f: Callable[..., Any], *xs: Any) -> Any:
+    """The gradient of Σ w·f(*xs) in xs[0], recorded (create_graph) for a fixed, non-uniform weight w: an example
+    for a gradient op (a backward rule's helper op), whose own backward a second-order check then exercises."""
+    y = f(*xs)
+    xp = xp_of(y.data)
+    w = constant(xp.asarray(np.linspace(0.5, 1.5, y.data.size).reshape(y.shape), dtype=y.data.dtype))
+    (g,) = grad((y * w).sum(), xs[0], create_graph=True)
+    return g
 
 
 def constant(array: Any) -> Tensor:
@@ -52,6 +141,23 @@ def constant(array: Any) -> Tensor:
     return t
 
 
+# -- batch rules --------------------------------------------------------------------------------------------
+def own_rule_batched(ctx: TapeNode, g: Any) -> tuple:
+    """The batch rule of an op whose backward multiplies the gradient by values of the input's shape (or moves it
+    whole): its own backward, run on the batched gradient as a constant (grad mode is off in the batched walk)."""
+    res = ctx.op.backward(ctx, Variable._wrap(g, None))
+    return tuple(None if r is None else r.data for r in res)
+
+
+# -- the kinds with a base class ------------------------------------------------------------------------------
+class Elementwise(Op):
+    """Each output element depends only on the inputs' elements at the same position (one shape for all)."""
+
+    kind = "elementwise"
+    batched = staticmethod(own_rule_batched)
+
+
+# -- calling ops ----------------------------------------------------------------------------------------------
 def unary(op: type, x: Tensor, attrs: dict | None = None) -> Any:
     if not isinstance(x, Tensor):
         x = as_tensor_like(x, None)
@@ -110,3 +216,11 @@ def norm_dims(op: str, dims: Any, ndim: int) -> tuple[int, ...] | None:
     if len(set(out)) != len(out):
         raise DimError(f"{op}: dim {list(dims)} repeats a dimension")
     return out
+
+
+def signature_text(fn: Callable[..., Any]) -> str:
+    """The call signature of a public op function, for the docs table (``(x, dim=None, keepdim=False)``)."""
+    try:
+        return str(inspect.signature(fn)).replace("'", "")
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return "(...)"

@@ -1,118 +1,129 @@
-"""Broadcasting arithmetic (add, sub, mul, div, pow, maximum, minimum) and the tensor-scalar forms.
+"""Broadcasting arithmetic (add, sub, mul, div, pow, maximum, minimum), the tensor-scalar forms, and mask_mul,
+the op that backward rules multiply by a piecewise-constant mask with.
 
-Each class is one op: forward on raw arrays, backward in differentiable ops, and its rule for learners.
-Broadcast inputs get their gradient summed back to their own shape (`sum_to`).
+Each class is one op, its public function right after it. The broadcasting ones declare `compute` and `grads`
+(`BroadcastBinary` sums their gradients back to each input's shape).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
 
+from ..device import xp_of
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import binary, register, tensor_method, unary
-from .broadcast import sum_to
+from ._base import Elementwise, Example, binary, implements, tensor_method, unary
+from .broadcast import BroadcastBinary
+
+_SCALARS = (int, float)
 
 
-def _shapes(ctx: Any, a: Any, b: Any) -> None:
-    # Only broadcasting needs the input shapes in backward; skip the tuple when shapes agree.
-    if a.shape != b.shape:
-        ctx.state = (a.shape, b.shape)
+def _is_scalar(v: Any) -> bool:
+    return type(v) in _SCALARS
 
 
-def _unbroadcast(ctx: Any, ga: Any, gb: Any) -> tuple:
-    shapes = ctx.state
-    if shapes is None:
-        return ga, gb
-    return (None if ga is None else sum_to(ga, shapes[0]), None if gb is None else sum_to(gb, shapes[1]))
-
-
-@register
-class Add(Op):
+class Add(BroadcastBinary):
     name = "add"
     rule = "dA = dC, dB = dC (summed over broadcast dims)"
+    compute = staticmethod(operator.add)
 
     @staticmethod
-    def forward(ctx: Any, a: Any, b: Any) -> Any:
-        _shapes(ctx, a, b)
-        return a + b
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
-        return _unbroadcast(ctx, g, g)
+    def grads(ctx: Any, g: Any) -> tuple:
+        return g, g
 
 
-@register
-class Sub(Op):
+@tensor_method("add")
+@implements(Add)
+def add(a: Any, b: Any) -> Any:
+    """a + b with broadcasting (a Python number b records `add_scalar`).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.ones([2]).add(1.0).tolist()
+    [2.0, 2.0]
+    """
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(AddScalar, (a,), {"value": b})
+    return binary(Add, a, b)
+
+
+class Sub(BroadcastBinary):
     name = "sub"
     rule = "dA = dC, dB = -dC"
+    compute = staticmethod(operator.sub)
 
     @staticmethod
-    def forward(ctx: Any, a: Any, b: Any) -> Any:
-        _shapes(ctx, a, b)
-        return a - b
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
-        need_a, need_b = ctx.next[0] is not None, ctx.next[1] is not None
-        return _unbroadcast(ctx, g if need_a else None, neg(g) if need_b else None)
+    def grads(ctx: Any, g: Any) -> tuple:
+        return (g if ctx.next[0] is not None else None, neg(g) if ctx.next[1] is not None else None)
 
 
-@register
-class Mul(Op):
+@tensor_method("sub", "subtract")
+@implements(Sub)
+def sub(a: Any, b: Any) -> Any:
+    """a - b with broadcasting."""
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(AddScalar, (a,), {"value": -b})
+    if _is_scalar(a) and isinstance(b, Tensor):
+        return apply(RSubScalar, (b,), {"value": a})
+    return binary(Sub, a, b)
+
+
+class Mul(BroadcastBinary):
     name = "mul"
     rule = "dA = dC · B, dB = dC · A"
     save_inputs = True
+    compute = staticmethod(operator.mul)
 
     @staticmethod
-    def forward(ctx: Any, a: Any, b: Any) -> Any:
-        _shapes(ctx, a, b)
-        return a * b
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
+    def grads(ctx: Any, g: Any) -> tuple:
         a, b = ctx.saved_inputs
-        ga = mul(g, b) if ctx.next[0] is not None else None
-        gb = mul(g, a) if ctx.next[1] is not None else None
-        return _unbroadcast(ctx, ga, gb)
+        return (mul(g, b) if ctx.next[0] is not None else None, mul(g, a) if ctx.next[1] is not None else None)
 
 
-@register
-class Div(Op):
+@tensor_method("mul", "multiply")
+@implements(Mul)
+def mul(a: Any, b: Any) -> Any:
+    """a * b with broadcasting."""
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(MulScalar, (a,), {"value": b})
+    return binary(Mul, a, b)
+
+
+class Div(BroadcastBinary):
     name = "div"
     rule = "dA = dC / B, dB = -dC · A / B²"
     save_inputs = True
+    compute = staticmethod(operator.truediv)
 
     @staticmethod
-    def forward(ctx: Any, a: Any, b: Any) -> Any:
-        _shapes(ctx, a, b)
-        return a / b
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
+    def grads(ctx: Any, g: Any) -> tuple:
         a, b = ctx.saved_inputs
         ga = div(g, b) if ctx.next[0] is not None else None
         gb = neg(div(mul(g, a), mul(b, b))) if ctx.next[1] is not None else None
-        return _unbroadcast(ctx, ga, gb)
+        return ga, gb
 
 
-@register
-class Pow(Op):
+@tensor_method("div", "divide")
+@implements(Div)
+def div(a: Any, b: Any) -> Any:
+    """a / b with broadcasting."""
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(MulScalar, (a,), {"value": 1.0 / b})
+    return binary(Div, a, b)
+
+
+class Pow(BroadcastBinary):
     name = "pow"
     rule = "dA = dC · B · A^(B-1), dB = dC · A^B · ln A"
     save_inputs = True
     save_output = True
+    compute = staticmethod(operator.pow)
 
     @staticmethod
-    def forward(ctx: Any, a: Any, b: Any) -> Any:
-        _shapes(ctx, a, b)
-        return a**b
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
+    def grads(ctx: Any, g: Any) -> tuple:
         # As PyTorch: where B == 0 the dA term is 0 (not 0 · A^-1 = nan at A = 0), and where A == 0 and B >= 0
         # the dB term is 0 (not 0 · ln 0 = nan, or 1 · ln 0 = -inf). The masks are selections made by the
         # mask_mul op from A and B, so they survive nan/inf factors, create_graph and graph-cache replays.
@@ -124,68 +135,72 @@ class Pow(Op):
                 ga = mask_mul(mul(g, mul(b, pow(a, add_scalar(b, -1.0)))), (b,), "sel_nonzero")
             if ctx.next[1] is not None:
                 gb = mask_mul(mul(g, mul(ctx.output, a.log())), (a, b), "sel_pow_exponent")
-        return _unbroadcast(ctx, ga, gb)
+        return ga, gb
 
 
-class _Extremum(Op):
+@tensor_method("pow")
+@implements(Pow)
+def pow(a: Any, b: Any) -> Any:  # noqa: A001 - the op's name
+    """a ** b: a scalar exponent records `pow_scalar`, a tensor exponent `pow`."""
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(PowScalar, (a,), {"exponent": b})
+    if _is_scalar(a) and isinstance(b, Tensor):
+        return apply(RPowScalar, (b,), {"value": a})
+    return binary(Pow, a, b)
+
+
+class _Extremum(BroadcastBinary):
     """maximum/minimum: the gradient goes to the chosen input; ties split it half and half (as PyTorch)."""
 
     save_inputs = True
-
-    @staticmethod
-    def _pick(a: Any, b: Any) -> Any:  # pragma: no cover - set by subclasses
-        raise NotImplementedError
+    keeps_finite = True
+    _mask_kinds = ("", "")
 
     @classmethod
-    def forward(cls, ctx: Any, a: Any, b: Any) -> Any:
-        _shapes(ctx, a, b)
-        return cls._pick(a, b)
-
-    @classmethod
-    def backward(cls, ctx: Any, g: Any) -> tuple:
+    def grads(cls, ctx: Any, g: Any) -> tuple:
         # The 0 / ½ / 1 weights are computed by the mask_mul op from A and B (not as a raw array here), so a
         # graph-cache replay recomputes them from the new values.
         a, b = ctx.saved_inputs
         kind = cls._mask_kinds
-        ga = mask_mul(g, (a, b), kind[0]) if ctx.next[0] is not None else None
-        gb = mask_mul(g, (a, b), kind[1]) if ctx.next[1] is not None else None
-        return _unbroadcast(ctx, ga, gb)
+        return (mask_mul(g, (a, b), kind[0]) if ctx.next[0] is not None else None,
+                mask_mul(g, (a, b), kind[1]) if ctx.next[1] is not None else None)
 
 
-@register
 class Maximum(_Extremum):
     name = "maximum"
     rule = "dA = dC · [A > B], dB = dC · [B > A] (ties split)"
     _mask_kinds = ("max_a", "max_b")
 
     @staticmethod
-    def _pick(a: Any, b: Any) -> Any:
-        from ..device import xp_of
-
+    def compute(a: Any, b: Any) -> Any:
         return xp_of(a).maximum(a, b)
 
-    @staticmethod
-    def _wins(a: Any, b: Any) -> Any:
-        return a > b
+
+@tensor_method("maximum")
+@implements(Maximum)
+def maximum(a: Any, b: Any) -> Any:
+    """The elementwise maximum, with broadcasting."""
+    return binary(Maximum, a, b)
 
 
-@register
 class Minimum(_Extremum):
     name = "minimum"
     rule = "dA = dC · [A < B], dB = dC · [B < A] (ties split)"
     _mask_kinds = ("min_a", "min_b")
 
     @staticmethod
-    def _pick(a: Any, b: Any) -> Any:
-        from ..device import xp_of
-
+    def compute(a: Any, b: Any) -> Any:
         return xp_of(a).minimum(a, b)
 
-    @staticmethod
-    def _wins(a: Any, b: Any) -> Any:
-        return a < b
+
+@tensor_method("minimum")
+@implements(Minimum)
+def minimum(a: Any, b: Any) -> Any:
+    """The elementwise minimum, with broadcasting."""
+    return binary(Minimum, a, b)
 
 
+# -- masks ------------------------------------------------------------------------------------------------------
 def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
     """The piecewise-constant factor m(X) of a derivative, as bool or float array (never a new dtype)."""
     x = xs[0]
@@ -196,10 +211,10 @@ def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
     if kind == "lt":
         return x < attrs["value"]
     if kind == "sign":
-        return _xp(x).sign(x)
+        return xp_of(x).sign(x)
     if kind == "leaky":
         one = x.dtype.type(1.0)
-        return _xp(x).where(x > 0, one, x.dtype.type(attrs["slope"]))
+        return xp_of(x).where(x > 0, one, x.dtype.type(attrs["slope"]))
     if kind == "sel_nonzero":
         return x != 0
     if kind == "sel_gt1":
@@ -220,27 +235,27 @@ def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
     return w_a if kind[-1] == "a" else dt(1.0) - w_a
 
 
-def _xp(a: Any) -> Any:
-    from ..device import xp_of
-
-    return xp_of(a)
-
-
-@register
 class MaskMul(Op):
     """dY · m(X) for a factor m that is piecewise constant in X: the masks of relu, abs, clamp, leaky_relu,
     maximum... Built by this op rather than as a raw array inside the rule, so that it is recomputed from X
     wherever the rule's ops are replayed (the graph cache); its derivative in X is zero almost everywhere."""
 
     name = "mask_mul"
+    kind = "gradient"
     rule = "dG = dZ · m(X), dX = 0  (m piecewise constant: [X > 0], sign(X), ...)"
     save_inputs = True
+    examples = (
+        Example(lambda g, x: mask_mul(g, (x,), "pos"), ((3, 4), (3, 4))),
+        Example(lambda g, x: mask_mul(g, (x,), "leaky", slope=0.1), ((5,), (5,))),
+        Example(lambda g, a, b: mask_mul(g, (a, b), "max_a"), ((2, 3), (2, 3), (2, 3))),
+        Example(lambda g, x: mask_mul(g, (x,), "sel_nonzero"), ((4,), (4,))),
+    )
 
     @staticmethod
     def forward(ctx: Any, g: Any, *xs: Any) -> Any:
         kind = ctx.attrs["kind"]
         if kind[:4] == "sel_":  # a selection, not a product: a nan/inf in dY where m is 0 still gives 0
-            return _xp(g).where(_mask(kind, ctx.attrs, xs), g, g.dtype.type(0))
+            return xp_of(g).where(_mask(kind, ctx.attrs, xs), g, g.dtype.type(0))
         return g * _mask(kind, ctx.attrs, xs)
 
     @staticmethod
@@ -261,10 +276,11 @@ _KIND_ATTRS = {k: {"kind": k} for k in ("pos", "nonpos", "sign", "max_a", "max_b
                                          "sel_gt1", "sel_pow_exponent")}
 
 
-@register
-class Neg(Op):
+# -- one input ----------------------------------------------------------------------------------------------------
+class Neg(Elementwise):
     name = "neg"
     rule = "dX = -dY"
+    keeps_finite = True
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
@@ -275,8 +291,14 @@ class Neg(Op):
         return (neg(g),)
 
 
-@register
-class AddScalar(Op):
+@tensor_method("neg", "negative")
+@implements(Neg)
+def neg(x: Any) -> Any:
+    """-x."""
+    return unary(Neg, x)
+
+
+class AddScalar(Elementwise):
     name = "add_scalar"
     rule = "dX = dY"
 
@@ -289,10 +311,17 @@ class AddScalar(Op):
         return (g,)
 
 
-@register
-class RSubScalar(Op):
+@tensor_method("add_scalar")
+@implements(AddScalar)
+def add_scalar(x: Tensor, value: float) -> Any:
+    """x + value, for a Python number."""
+    return apply(AddScalar, (x,), {"value": value})
+
+
+class RSubScalar(Elementwise):
     name = "rsub_scalar"
     rule = "dX = -dY  (Y = value - X)"
+    examples = (Example(lambda x: rsub_scalar(x, 2.5), ((3, 2),)),)
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
@@ -303,8 +332,14 @@ class RSubScalar(Op):
         return (neg(g),)
 
 
-@register
-class MulScalar(Op):
+@tensor_method("rsub_scalar")
+@implements(RSubScalar, reference=None)
+def rsub_scalar(x: Tensor, value: float) -> Any:
+    """value - x."""
+    return apply(RSubScalar, (x,), {"value": value})
+
+
+class MulScalar(Elementwise):
     name = "mul_scalar"
     rule = "dX = dY · value"
 
@@ -317,8 +352,14 @@ class MulScalar(Op):
         return (mul_scalar(g, ctx.attrs["value"]),)
 
 
-@register
-class PowScalar(Op):
+@tensor_method("mul_scalar")
+@implements(MulScalar)
+def mul_scalar(x: Tensor, value: float) -> Any:
+    """x * value, for a Python number."""
+    return apply(MulScalar, (x,), {"value": value})
+
+
+class PowScalar(Elementwise):
     name = "pow_scalar"
     rule = "dX = dY · p · X^(p-1)"
     save_inputs = True
@@ -343,11 +384,18 @@ class PowScalar(Op):
         return (mul(g, mul_scalar(pow_scalar(x, p - 1), p)),)
 
 
-@register
-class RPowScalar(Op):
+@tensor_method("pow_scalar")
+@implements(PowScalar)
+def pow_scalar(x: Tensor, exponent: float) -> Any:
+    """x ** exponent, for a Python number."""
+    return apply(PowScalar, (x,), {"exponent": exponent})
+
+
+class RPowScalar(Elementwise):
     name = "rpow_scalar"
     rule = "dX = dY · value^X · ln(value)"
     save_output = True
+    examples = (Example(lambda x: pow(2.0, x), ((3,),)), Example(lambda x: pow(0.5, x), ((2, 2),)))
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
@@ -362,89 +410,3 @@ class RPowScalar(Op):
             with np.errstate(invalid="ignore"):
                 return (mask_mul(mul_scalar(mul(g, y), -math.inf), (y,), "sel_gt1"),)
         return (mul(g, mul_scalar(ctx.output, math.log(value))),)
-
-
-# -- the functional forms, attached as methods -------------------------------------------------------------
-_SCALARS = (int, float)
-
-
-def _is_scalar(v: Any) -> bool:
-    return type(v) in _SCALARS
-
-
-@tensor_method("add")
-def add(a: Any, b: Any) -> Any:
-    """a + b with broadcasting. >>> from rtxviz import Tensor; Tensor.ones([2]).add(1.0).tolist()
-    [2.0, 2.0]"""
-    if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(AddScalar, (a,), {"value": b})
-    return binary(Add, a, b)
-
-
-@tensor_method("sub", "subtract")
-def sub(a: Any, b: Any) -> Any:
-    if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(AddScalar, (a,), {"value": -b})
-    if _is_scalar(a) and isinstance(b, Tensor):
-        return apply(RSubScalar, (b,), {"value": a})
-    return binary(Sub, a, b)
-
-
-@tensor_method("mul", "multiply")
-def mul(a: Any, b: Any) -> Any:
-    if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(MulScalar, (a,), {"value": b})
-    return binary(Mul, a, b)
-
-
-@tensor_method("div", "divide")
-def div(a: Any, b: Any) -> Any:
-    if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(MulScalar, (a,), {"value": 1.0 / b})
-    return binary(Div, a, b)
-
-
-@tensor_method("pow")
-def pow(a: Any, b: Any) -> Any:  # noqa: A001 - the op's name
-    """a ** b: a scalar exponent records `pow_scalar`, a tensor exponent `pow`."""
-    if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(PowScalar, (a,), {"exponent": b})
-    if _is_scalar(a) and isinstance(b, Tensor):
-        return apply(RPowScalar, (b,), {"value": a})
-    return binary(Pow, a, b)
-
-
-@tensor_method("maximum")
-def maximum(a: Any, b: Any) -> Any:
-    return binary(Maximum, a, b)
-
-
-@tensor_method("minimum")
-def minimum(a: Any, b: Any) -> Any:
-    return binary(Minimum, a, b)
-
-
-@tensor_method("neg", "negative")
-def neg(x: Any) -> Any:
-    return unary(Neg, x)
-
-
-@tensor_method("add_scalar")
-def add_scalar(x: Tensor, value: float) -> Any:
-    return apply(AddScalar, (x,), {"value": value})
-
-
-@tensor_method("mul_scalar")
-def mul_scalar(x: Tensor, value: float) -> Any:
-    return apply(MulScalar, (x,), {"value": value})
-
-
-@tensor_method("pow_scalar")
-def pow_scalar(x: Tensor, exponent: float) -> Any:
-    return apply(PowScalar, (x,), {"exponent": exponent})
-
-
-@tensor_method("rsub_scalar")
-def rsub_scalar(x: Tensor, value: float) -> Any:
-    """value - x."""
-    return apply(RSubScalar, (x,), {"value": value})

@@ -1,13 +1,91 @@
-"""Broadcasting's two directions: expand (broadcast_to) and its adjoint sum_to (sum over broadcast dims)."""
+"""Broadcasting: its two directions as ops, expand (broadcast_to) and its adjoint sum_to (sum over broadcast
+dims), and `BroadcastBinary`, the base class of the ops whose two inputs broadcast (add, mul, atan2, ...)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..device import xp_of
 from ..errors import ShapeError
-from ..graph import Op, apply
+from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor
-from ._base import register, tensor_method
+from ..variable import Variable
+from ._base import Example, implements, tensor_method
+
+
+def batched_sum_to(arr: Any, shape: tuple[int, ...]) -> Any:
+    """Sum `arr` of shape (B, *s) down to (B, *shape): broadcasting's adjoint, batch dimension kept."""
+    target = (arr.shape[0], *shape)
+    if arr.shape == target:
+        return arr
+    lead = arr.ndim - len(target)
+    if lead > 0:
+        arr = arr.sum(axis=tuple(range(1, 1 + lead)))
+    keep = tuple(i for i in range(1, arr.ndim) if target[i] == 1 and arr.shape[i] != 1)
+    if keep:
+        arr = arr.sum(axis=keep, keepdims=True)
+    return arr.reshape(target)
+
+
+def batched_expand(arr: Any, shape: tuple[int, ...]) -> Any:
+    """Broadcast `arr` of shape (B, *s) to (B, *shape), aligning s to the right of shape."""
+    b = arr.shape[0]
+    missing = len(shape) - (arr.ndim - 1)
+    if missing > 0:
+        arr = arr.reshape((b,) + (1,) * missing + arr.shape[1:])
+    return xp_of(arr).broadcast_to(arr, (b, *shape))
+
+
+
+class BroadcastBinary(Op):
+    """Elementwise on two inputs that broadcast against each other. A subclass declares
+
+    - ``compute(a, b)``: the forward on raw arrays (any broadcasting shapes), and
+    - ``grads(ctx, g) -> (ga, gb)``: the gradients as if nothing were broadcast (of the output's shape; None
+      for an input that needs none, see ``ctx.next``),
+
+    and this base class builds `forward`, `backward` and the batch rule from them: forward keeps the two input
+    shapes in ``ctx.state`` when they differ (None when they agree), backward sums each gradient back to its
+    input's shape. (They are generated per subclass, so the hot path pays no extra call.)
+    """
+
+    kind = "broadcast_binary"
+
+    @staticmethod
+    def compute(a: Any, b: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @staticmethod
+    def grads(ctx: TapeNode, g: Any) -> tuple:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        compute, grads = cls.compute, cls.grads
+
+        def forward(ctx: TapeNode, a: Any, b: Any) -> Any:
+            if a.shape != b.shape:
+                ctx.state = (a.shape, b.shape)
+            return compute(a, b)
+
+        def backward(ctx: TapeNode, g: Any) -> tuple:
+            ga, gb = grads(ctx, g)
+            shapes = ctx.state
+            if shapes is None:
+                return ga, gb
+            return (None if ga is None else sum_to(ga, shapes[0]), None if gb is None else sum_to(gb, shapes[1]))
+
+        def batched(ctx: TapeNode, g: Any) -> tuple:
+            res = grads(ctx, Variable._wrap(g, None))
+            shapes = ctx.state
+            out = tuple(None if r is None else r.data for r in res)
+            if shapes is None:
+                return out
+            return tuple(None if r is None else batched_sum_to(r, s) for r, s in zip(out, shapes, strict=True))
+
+        cls.forward = staticmethod(forward)  # type: ignore[method-assign]
+        cls.backward = staticmethod(backward)  # type: ignore[method-assign]
+        cls.batched = staticmethod(batched)
 
 
 def _sum_to_axes(in_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -17,10 +95,13 @@ def _sum_to_axes(in_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[tup
     return lead_axes, keep_axes
 
 
-@register
 class SumTo(Op):
+    """The sum over broadcast dims: what broadcasting's gradient needs."""
+
     name = "sum_to"
+    kind = "gradient"
     rule = "dX = expand(dY, shape(X))"
+    examples = (Example(lambda x: sum_to(x, (1, 3)), ((2, 4, 3),)), Example(lambda x: sum_to(x, (4, 1)), ((4, 5),)))
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
@@ -37,6 +118,10 @@ class SumTo(Op):
     def backward(ctx: Any, g: Any) -> tuple:
         return (expand(g, ctx.state),)
 
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return (batched_expand(g, ctx.state),)
+
 
 def sum_to(x: Tensor, shape: tuple[int, ...]) -> Any:
     """Sum `x` down to `shape` (the reverse of broadcasting); `x` itself when already that shape."""
@@ -45,29 +130,28 @@ def sum_to(x: Tensor, shape: tuple[int, ...]) -> Any:
     return apply(SumTo, (x,), {"shape": tuple(shape)})
 
 
-@register
 class Expand(Op):
     name = "expand"
+    kind = "shape"
+    keeps_finite = True
     rule = "dX = sum_to(dY, shape(X))"
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
         ctx.state = x.shape
-        xp = _xp(x)
-        return xp.broadcast_to(x, ctx.attrs["shape"])
+        return xp_of(x).broadcast_to(x, ctx.attrs["shape"])
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
         return (sum_to(g, ctx.state),)
 
-
-def _xp(a: Any) -> Any:
-    from ..device import xp_of
-
-    return xp_of(a)
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return (batched_sum_to(g, ctx.state),)
 
 
 @tensor_method("expand", "broadcast_to")
+@implements(Expand, call=lambda x, shape: expand(x, tuple(shape)))
 def expand(x: Tensor, *shape: Any) -> Any:
     """Broadcast `x` to `shape` without copying (PyTorch's expand; -1 keeps a dim).
 

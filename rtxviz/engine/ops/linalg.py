@@ -7,13 +7,13 @@ from typing import Any
 from ..errors import ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import binary, register, tensor_method
-from .broadcast import sum_to
+from ._base import Example, binary, implements, tensor_method
+from .broadcast import batched_sum_to, sum_to
 
 
-@register
 class MatMul(Op):
     name = "matmul"
+    kind = "linalg"
     rule = "dA = dC @ Bᵀ, dB = Aᵀ @ dC"
     save_inputs = True
 
@@ -62,6 +62,27 @@ class MatMul(Op):
                 gb = gb.reshape(b.shape)
         return ga, gb
 
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        a, b = (t.data for t in ctx.saved_inputs)
+        bsz = g.shape[0]
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        if a.ndim == 1 and b.ndim == 1:
+            g2 = g.reshape((bsz, 1, 1))
+        elif a.ndim == 1:
+            g2 = g[..., None, :]
+        elif b.ndim == 1:
+            g2 = g[..., None]
+        else:
+            g2 = g
+        ga = gb = None
+        if ctx.next[0] is not None:
+            ga = batched_sum_to(g2 @ b2.swapaxes(-1, -2), a2.shape).reshape((bsz, *a.shape))
+        if ctx.next[1] is not None:
+            gb = batched_sum_to(a2.swapaxes(-1, -2) @ g2, b2.shape).reshape((bsz, *b.shape))
+        return ga, gb
+
 
 def _folded_backward(a: Any, b: Any, g: Any, need_a: bool, need_b: bool) -> tuple:
     """Gradients of (..., M, K) @ (K, N) with the leading dims folded into rows: dA = dC @ Bᵀ,
@@ -78,6 +99,7 @@ def _mT(x: Any) -> Any:
 
 
 @tensor_method("matmul")
+@implements(MatMul)
 def matmul(a: Any, b: Any) -> Any:
     """Matrix product with numpy's rules (1-D operands promoted, batch dims broadcast).
 
@@ -88,13 +110,15 @@ def matmul(a: Any, b: Any) -> Any:
     return binary(MatMul, a, b)
 
 
-@register
 class Linear(Op):
     """y = x @ Wᵀ + b, W laid out [out, in] as PyTorch's: one node instead of transpose + matmul + add, and a
     weight gradient that comes out C-contiguous in W's own layout."""
 
     name = "linear"
+    kind = "nn"
     rule = "dX = dY @ W, dW = dYᵀ @ X, db = Σ dY"
+    examples = (Example(lambda x, w, b: linear(x, w, b), ((3, 4), (2, 4), (2,))),
+                Example(lambda x, w: linear(x, w), ((2, 3, 4), (5, 4))))
     save_inputs = True
 
     @staticmethod
@@ -125,6 +149,7 @@ class Linear(Op):
 
 
 @tensor_method("linear")
+@implements(Linear, reference=None)
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Any:
     """x @ weightᵀ + bias for x [..., in], weight [out, in], bias [out] (PyTorch's F.linear)."""
     if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:

@@ -25,7 +25,7 @@ from ..dtypes import is_float
 from ..errors import DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import register
+from ._base import Example, implements, tensor_method
 from .reduction import sum as _sum
 
 Pair = tuple[int, int]
@@ -191,9 +191,9 @@ def _geom_attrs(attrs: dict) -> dict:
     return {k: attrs[k] for k in ("stride", "padding", "dilation", "groups") if k in attrs}
 
 
-@register
 class Conv2d(Op):
     name = "conv2d"
+    kind = "conv"
     rule = "dX = conv_transpose(dY, W), dW = Σ dY ⋆ X (im2col), dB = Σ dY"
     save_inputs = True
 
@@ -224,9 +224,15 @@ class Conv2d(Op):
         return gx, gw, gb
 
 
-@register
 class Conv2dGradInput(Op):
     name = "conv2d_grad_input"
+    kind = "gradient"
+    examples = (
+        Example(lambda g, w: apply(Conv2dGradInput, (g, w), {"stride": (1, 1), "padding": (1, 0),
+                                                             "input_size": (4, 5)}), ((2, 3, 4, 4), (3, 2, 3, 2))),
+        Example(lambda g, w: apply(Conv2dGradInput, (g, w), {"stride": (2, 2), "padding": (0, 0), "groups": 2,
+                                                             "input_size": (5, 5)}), ((1, 4, 2, 2), (4, 1, 2, 2))),
+    )
     rule = "d(dY) = conv2d(H, W), dW = conv2d_grad_weight(H, dY)"
     save_inputs = True
 
@@ -247,9 +253,16 @@ class Conv2dGradInput(Op):
         return gg, gw
 
 
-@register
 class Conv2dGradWeight(Op):
     name = "conv2d_grad_weight"
+    kind = "gradient"
+    examples = (
+        Example(lambda x, g: apply(Conv2dGradWeight, (x, g), {"stride": (1, 1), "padding": (1, 0),
+                                                              "kernel_size": (3, 2)}), ((2, 2, 4, 5), (2, 3, 4, 4))),
+        Example(lambda x, g: apply(Conv2dGradWeight, (x, g), {"stride": (1, 1), "padding": (0, 0),
+                                                              "dilation": (2, 1), "kernel_size": (2, 2)}),
+                ((1, 2, 5, 4), (1, 3, 3, 3))),
+    )
     rule = "dX = conv2d_grad_input(dY, H), d(dY) = conv2d(X, H)"
     save_inputs = True
 
@@ -277,6 +290,8 @@ def _check_nonneg_pair(op: str, label: str, v: Pair, minimum: int) -> None:
         raise ValueError(f"{op}: {label} must be >= {minimum}, got {v}")
 
 
+@tensor_method("conv2d")
+@implements(Conv2d)
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Pair = 1,
            padding: int | Pair = 0, dilation: int | Pair = 1, groups: int = 1) -> Any:
     """2-D cross-correlation of x [N, C, H, W] with weight [O, C/groups, kh, kw], plus bias [O].
@@ -320,5 +335,3 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | 
         raise ShapeError(f"{op}: bias must have shape ({o},) for {o} output channels, got {bias.shape}")
     return apply(Conv2d, (x, weight, bias), attrs)
 
-
-Tensor.conv2d = conv2d

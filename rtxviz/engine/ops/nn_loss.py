@@ -17,7 +17,7 @@ from ..dtypes import int64, is_float
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import constant, register
+from ._base import Example, constant, first_grad, implements
 from .arithmetic import add as _add
 from .arithmetic import mul, mul_scalar, neg, rsub_scalar, sub
 from .broadcast import sum_to
@@ -28,6 +28,7 @@ from .unary import abs as _abs
 from .unary import softplus
 
 _REDUCTIONS = ("mean", "sum", "none")
+_T3 = np.array([2, 0, 3])  # class targets of the examples below
 
 
 class IndexArg:
@@ -153,9 +154,9 @@ def _grad_shape(g: Any, reduction: str) -> Any:
     return g.reshape((g.shape[0], 1) + tuple(g.shape[1:])) if reduction == "none" else g
 
 
-@register
 class CrossEntropy(Op):
     name = "cross_entropy"
+    kind = "loss"
     rule = "dZ = (softmax(Z) - onehot(T)) · dL / N"
     save_inputs = True
 
@@ -185,13 +186,17 @@ class CrossEntropy(Op):
         return (grad,) if len(ctx.next) == 1 else (grad, None)
 
 
-@register
 class CrossEntropyGrad(Op):
     """The gradient of cross_entropy in its logits, (softmax(Z) - q)·coef·dL, with q the (smoothed) one-hot target
     and coef the per-row 1/N (0 on ignored rows). Inputs (dL, Z); first order reads the forward's log-probabilities
     from attrs["state"], so it costs one pass over [N, C] (exp, subtract at the targets, scale)."""
 
     name = "cross_entropy_grad"
+    kind = "gradient"
+    examples = (
+        Example(lambda z: first_grad(lambda a: cross_entropy(a, _T3), z), ((3, 4),)),
+        Example(lambda z: first_grad(lambda a: cross_entropy(a, _T3, "none", label_smoothing=0.2), z), ((3, 4),)),
+    )
     rule = "d(dL) = Σ dZ̃ · (softmax(Z) - q)·coef, dZ = softmax'(Z)ᵀ (dZ̃ · coef · dL)"
     save_inputs = True
 
@@ -231,9 +236,10 @@ class CrossEntropyGrad(Op):
         return gg, gz
 
 
-@register
 class NllLoss(Op):
     name = "nll_loss"
+    kind = "loss"
+    examples = (Example(lambda x: nll_loss(x, _T3), ((3, 4),)), Example(lambda x: nll_loss(x, _T3, "sum"), ((3, 5),)))
     rule = "dX = -onehot(T) · dL / N"
 
     @staticmethod
@@ -254,12 +260,14 @@ class NllLoss(Op):
         return (grad,) if len(ctx.next) == 1 else (grad, None)
 
 
-@register
 class NllLossGrad(Op):
     """The gradient of nll_loss, -onehot(T)·coef·dL (coef: 1/N on valid rows, 0 on ignored ones). It is linear in
     dL and its adjoint is nll_loss itself (a gather at the targets, reduced the same way)."""
 
     name = "nll_loss_grad"
+    kind = "gradient"
+    # linear in dL: the upstream gradient carries s, so checking the derivative in s checks this op's backward
+    examples = (Example(lambda x, s: first_grad(lambda a: mul(nll_loss(a, _T3, "none"), s), x), ((3, 4), (3,))),)
     rule = "d(dL) = nll_loss(dX̃, T)"
 
     @staticmethod
@@ -289,6 +297,7 @@ def _class_loss(op: type, name: str, x: Tensor, target: Any, reduction: str, ign
     return apply(op, (x,), attrs)
 
 
+@implements(CrossEntropy)
 def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", ignore_index: int = -100,
                   label_smoothing: float = 0.0) -> Any:
     """Softmax cross-entropy of `logits` [N, C] (or [N, C, d1, ...]) against int64 class indices [N] ([N, d1, ...]).
@@ -306,6 +315,7 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", ignore_i
     return _class_loss(CrossEntropy, "cross_entropy", logits, target, reduction, ignore_index, extra)
 
 
+@implements(NllLoss, reference=None)
 def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean", ignore_index: int = -100) -> Any:
     """Negative log-likelihood of log-probabilities [N, C] (e.g. from log_softmax) at int64 targets [N].
 
@@ -324,9 +334,9 @@ def _broadcast_check(op: str, a: Tensor, b: Tensor) -> None:
         raise ShapeError(f"{op}: input shape {a.shape} and target shape {b.shape} do not broadcast") from None
 
 
-@register
 class MseLoss(Op):
     name = "mse_loss"
+    kind = "loss"
     rule = "dX = 2·(X - T)·dL / N, dT = -dX"
     save_inputs = True
 
@@ -350,6 +360,7 @@ class MseLoss(Op):
         return gx, gt
 
 
+@implements(MseLoss)
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:  # noqa: A002 - PyTorch's name
     """Mean (or sum, or per-element) squared error; both arguments are differentiated.
 

@@ -17,7 +17,7 @@ from ..errors import DTypeError, ShapeError
 from ..grad_mode import STATE
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import constant, norm_dim, register, tensor_method
+from ._base import Example, constant, implements, norm_dim, tensor_method
 from .arithmetic import add_scalar, mul, pow_scalar, sub
 from .broadcast import sum_to
 from .reduction import mean
@@ -35,9 +35,9 @@ def _check_float(op: str, x: Tensor) -> None:
 
 
 # -- softmax / log_softmax -------------------------------------------------------------------------------------
-@register
 class Softmax(Op):
     name = "softmax"
+    kind = "nn"
     rule = "dX = Y · (dY - Σ_dim(dY · Y))"
     save_output = True
 
@@ -55,9 +55,9 @@ class Softmax(Op):
         return (mul(y, sub(g, _sum(mul(g, y), ctx.attrs["dim"], keepdim=True))),)
 
 
-@register
 class LogSoftmax(Op):
     name = "log_softmax"
+    kind = "nn"
     rule = "dX = dY - exp(Y) · Σ_dim(dY)"
     save_output = True
 
@@ -76,6 +76,7 @@ class LogSoftmax(Op):
 
 
 @tensor_method("softmax")
+@implements(Softmax)
 def softmax(x: Tensor, dim: int = -1) -> Any:
     """exp(x) / Σ exp(x) along `dim` (numerically stable).
 
@@ -88,6 +89,7 @@ def softmax(x: Tensor, dim: int = -1) -> Any:
 
 
 @tensor_method("log_softmax")
+@implements(LogSoftmax)
 def log_softmax(x: Tensor, dim: int = -1) -> Any:
     """log(softmax(x)) along `dim`, computed as x - logsumexp(x) (stable for large logits).
 
@@ -104,9 +106,9 @@ def _norm_axes(x_ndim: int, k: int) -> tuple[int, ...]:
     return tuple(range(x_ndim - k, x_ndim))
 
 
-@register
 class LayerNorm(Op):
     name = "layer_norm"
+    kind = "nn"
     rule = "dX = (1/σ)·(dX̂ - mean(dX̂) - X̂·mean(dX̂·X̂)), dX̂ = dY·W; dW = Σ dY·X̂; dB = Σ dY"
     save_inputs = True
 
@@ -149,6 +151,9 @@ class LayerNorm(Op):
         return tuple(grads)
 
 
+@tensor_method("layer_norm")
+@implements(LayerNorm, call=lambda x, weight=None, bias=None, *, normalized_shape, eps=1e-5:
+            layer_norm(x, normalized_shape, weight, bias, eps))
 def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Any:
     """Normalise over the trailing `normalized_shape` dims, then scale by `weight` and shift by `bias`.
@@ -175,14 +180,13 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
     return apply(LayerNorm, (x, weight, bias), attrs)
 
 
-Tensor.layer_norm = layer_norm
-
 
 # -- dropout ---------------------------------------------------------------------------------------------------
-@register
 class Dropout(Op):
     name = "dropout"
+    kind = "nn"
     rule = "dX = dY · mask / (1 - p)"
+    examples = (Example(lambda x: dropout(x, 0.5), ((4, 6),)),)  # the harness seeds every evaluation alike
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
@@ -203,6 +207,7 @@ class Dropout(Op):
 
 
 @tensor_method("dropout")
+@implements(Dropout, reference=None)
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Any:
     """Zero each element with probability `p` and scale the rest by 1/(1-p); `x` itself when not training.
 

@@ -18,7 +18,7 @@ from ..dtypes import is_float
 from ..errors import DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import register
+from ._base import Example, implements, tensor_method
 from .nn_conv import Pair, _pair, out_size, pad2d, window
 from .nn_loss import IndexArg, index_array
 from .shape import scatter_add as _scatter_add
@@ -35,9 +35,10 @@ def _offsets(kh: int, kw: int) -> list[tuple[int, int, int]]:
     return [(i * kw + j, i, j) for i in range(kh) for j in range(kw)]
 
 
-@register
 class MaxPool2d(Op):
     name = "max_pool2d"
+    kind = "pool"
+    keeps_finite = True
     rule = "dX = dY routed to each window's argmax"
     save_inputs = True
     save_output = True
@@ -86,13 +87,14 @@ def _window_masks(x: Any, best: Any, attrs: dict) -> Any:
     return masks
 
 
-@register
 class MaxPool2dScatter(Op):
     """dY added at each window's argmax: inputs (dY, X, Y) find the argmax masks in forward (kept in ctx.state);
     input (dY,) alone reads them from attrs["argmax"] (the adjoint of max_pool2d_gather)."""
 
     name = "max_pool2d_scatter"
-    rule = "d(dY) = dX̃ read at the argmax positions (max_pool2d_gather)"
+    kind = "gradient"
+    examples = (Example(lambda g: apply(MaxPool2dScatter, (g, Tensor._wrap(_X44), Tensor._wrap(_X44_MAX)),
+                                        _POOL22), ((1, 1, 2, 2),)),)
 
     @staticmethod
     def forward(ctx: Any, g: Any, x: Any = None, best: Any = None) -> Any:
@@ -121,10 +123,12 @@ class MaxPool2dScatter(Op):
         return (apply(MaxPool2dGather, (h,), attrs),) + (None,) * (len(ctx.next) - 1)
 
 
-@register
 class MaxPool2dGather(Op):
     name = "max_pool2d_gather"
-    rule = "dX̃ = max_pool2d_scatter(dY)"
+    kind = "gradient"
+    # read at the argmax of a fixed input: the adjoint of max_pool2d_scatter
+    examples = (Example(lambda x: apply(MaxPool2dGather, (x,), {**_POOL22, "argmax": IndexArg(
+        _window_masks(_X44, _X44_MAX, _POOL22))}), ((1, 1, 4, 4),)),)
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
@@ -142,10 +146,16 @@ class MaxPool2dGather(Op):
         return (apply(MaxPool2dScatter, (g,), ctx.attrs),)
 
 
+# a fixed input without ties in its 2x2 windows, for max_pool2d_gather's example
+_X44 = np.arange(16.0).reshape(1, 1, 4, 4)[:, :, ::-1].copy()
+_X44_MAX = _X44.reshape(1, 1, 2, 2, 2, 2).max(axis=(3, 5))
+_POOL22 = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0), "input_size": (4, 4)}
+
+
 # -- average pooling -----------------------------------------------------------------------------------------------
-@register
 class AvgPool2d(Op):
     name = "avg_pool2d"
+    kind = "pool"
     rule = "dX = dY / (kh·kw) spread over each window"
 
     @staticmethod
@@ -168,9 +178,12 @@ class AvgPool2d(Op):
         return (apply(AvgPool2dGrad, (g,), {**ctx.attrs, "input_size": ctx.state}),)
 
 
-@register
 class AvgPool2dGrad(Op):
     name = "avg_pool2d_grad"
+    kind = "gradient"
+    examples = (Example(lambda g: apply(AvgPool2dGrad, (g,), {"kernel_size": (2, 2), "stride": (1, 1),
+                                                               "padding": (1, 1), "input_size": (3, 4)}),
+                        ((2, 1, 4, 5),)),)
     rule = "d(dY) = avg_pool2d(dX̃)"
 
     @staticmethod
@@ -215,6 +228,8 @@ def _pool(op_cls: type, op: str, x: Tensor, kernel_size: int | Pair, stride: int
     return apply(op_cls, (x,), {"kernel_size": k, "stride": s, "padding": p})
 
 
+@tensor_method("max_pool2d")
+@implements(MaxPool2d)
 def max_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = None,
                padding: int | Pair = 0) -> Any:
     """The maximum of each kh×kw window of x [N, C, H, W] (stride defaults to the kernel size).
@@ -226,6 +241,8 @@ def max_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = N
     return _pool(MaxPool2d, "max_pool2d", x, kernel_size, stride, padding)
 
 
+@tensor_method("avg_pool2d")
+@implements(AvgPool2d)
 def avg_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = None,
                padding: int | Pair = 0) -> Any:
     """The mean of each kh×kw window of x [N, C, H, W] (zero padding counts, as PyTorch's default).
@@ -237,14 +254,11 @@ def avg_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = N
     return _pool(AvgPool2d, "avg_pool2d", x, kernel_size, stride, padding)
 
 
-Tensor.max_pool2d = max_pool2d
-Tensor.avg_pool2d = avg_pool2d
-
 
 # -- embedding -----------------------------------------------------------------------------------------------------
-@register
 class Embedding(Op):
     name = "embedding"
+    kind = "nn"
     rule = "dW[i] = Σ dY at every position whose id is i (scatter-add)"
 
     @staticmethod
@@ -261,9 +275,11 @@ class Embedding(Op):
         return (grad,) if len(ctx.next) == 1 else (grad, None)
 
 
-@register
 class EmbeddingGrad(Op):
     name = "embedding_grad"
+    kind = "gradient"
+    examples = (Example(lambda g: apply(EmbeddingGrad, (g,), {"indices": IndexArg(np.array([[1, 0], [1, 3]])),
+                                                              "num_embeddings": 4}), ((2, 2, 3),)),)
     rule = "d(dY) = embedding(dW̃, ids)"
 
     @staticmethod
@@ -279,6 +295,7 @@ class EmbeddingGrad(Op):
         return (apply(Embedding, (h,), {"indices": ctx.attrs["indices"]}),)
 
 
+@implements(Embedding, call=lambda weight, indices: embedding(indices, weight))  # the format lists (weight, ids)
 def embedding(indices: Any, weight: Tensor) -> Any:
     """Rows of `weight` [V, D] at int64 `indices` of any shape: the result is indices.shape + (D,).
 

@@ -13,9 +13,9 @@ from ..dtypes import int64
 from ..errors import DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import norm_dim, norm_dims, register, tensor_method
+from ._base import Example, implements, norm_dim, norm_dims, tensor_method
 from .arithmetic import maximum, minimum, mul, mul_scalar, sub
-from .broadcast import expand, sum_to
+from .broadcast import batched_expand, expand, sum_to
 from .unary import exp, sqrt
 
 
@@ -29,9 +29,18 @@ def _restore_dims(g: Any, in_shape: tuple[int, ...], axes: tuple[int, ...] | Non
     return g.reshape(tuple(shape))
 
 
-@register
+def _batched_restore(ctx: Any, g: Any) -> Any:
+    """A batch of reduced gradients (B, *reduced) broadcast back to (B, *input shape)."""
+    in_shape, dims, keepdim = ctx.state, ctx.attrs["dims"], ctx.attrs["keepdim"]
+    if not keepdim and in_shape:
+        axes = range(len(in_shape)) if dims is None else dims
+        g = g.reshape((g.shape[0], *[1 if i in axes else s for i, s in enumerate(in_shape)]))
+    return batched_expand(g, in_shape)
+
+
 class Sum(Op):
     name = "sum"
+    kind = "reduction"
     rule = "dX = expand(dY, shape(X))"
 
     @staticmethod
@@ -45,10 +54,31 @@ class Sum(Op):
         g = _restore_dims(g, in_shape, ctx.attrs["dims"], ctx.attrs["keepdim"])
         return (expand(g, in_shape),)
 
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        return (_batched_restore(ctx, g),)
 
-@register
+
+_ALL_DIMS = {"dims": None, "keepdim": False}
+
+
+@tensor_method("sum")
+@implements(Sum, rename={"dims": "dim"})
+def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """Sum over `dim` (an int, a list of ints, or None for all).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.ones([2, 3]).sum(dim=1).tolist()
+    [3.0, 3.0]
+    """
+    if dim is None and not keepdim:
+        return apply(Sum, (x,), _ALL_DIMS)
+    return apply(Sum, (x,), {"dims": _dims("sum", dim, x.ndim), "keepdim": bool(keepdim)})
+
+
 class Mean(Op):
     name = "mean"
+    kind = "reduction"
     rule = "dX = expand(dY, shape(X)) / N"
 
     @staticmethod
@@ -67,24 +97,13 @@ class Mean(Op):
         g = _restore_dims(g, in_shape, dims, ctx.attrs["keepdim"])
         return (expand(g.mul_scalar(1.0 / count), in_shape),)
 
-
-_ALL_DIMS = {"dims": None, "keepdim": False}
-
-
-@tensor_method("sum")
-def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
-    """Sum over `dim` (an int, a list of ints, or None for all).
-
-    >>> from rtxviz import Tensor
-    >>> Tensor.ones([2, 3]).sum(dim=1).tolist()
-    [3.0, 3.0]
-    """
-    if dim is None and not keepdim:
-        return apply(Sum, (x,), _ALL_DIMS)
-    return apply(Sum, (x,), {"dims": _dims("sum", dim, x.ndim), "keepdim": bool(keepdim)})
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        return (_batched_restore(ctx, g * (1.0 / _count(ctx.state, ctx.attrs["dims"]))),)
 
 
 @tensor_method("mean")
+@implements(Mean, rename={"dims": "dim"})
 def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """Mean over `dim` (an int, a list of ints, or None for all)."""
     return apply(Mean, (x,), {"dims": _dims("mean", dim, x.ndim), "keepdim": bool(keepdim)})
@@ -105,9 +124,9 @@ def _count(in_shape: tuple[int, ...], dims: tuple[int, ...] | None) -> int:
 
 
 # -- var ---------------------------------------------------------------------------------------------------
-@register
 class Var(Op):
     name = "var"
+    kind = "reduction"
     rule = "dX = dY · 2(X − mean(X)) / (N − correction)"
     save_inputs = True
 
@@ -137,6 +156,7 @@ class Var(Op):
 
 
 @tensor_method("var")
+@implements(Var, rename={"dims": "dim"})
 def var(x: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: int | None = None) -> Any:
     """Variance over `dim` with Bessel's `correction` (1 by default, as PyTorch; `unbiased=False` is 0).
@@ -161,9 +181,9 @@ def std(x: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = F
 
 
 # -- logsumexp ---------------------------------------------------------------------------------------------
-@register
 class LogSumExp(Op):
     name = "logsumexp"
+    kind = "reduction"
     rule = "dX = dY · exp(X − Y)  (= dY · softmax(X))"
     save_inputs = True
     save_output = True
@@ -215,6 +235,7 @@ def _reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...] | None) -> tupl
 
 
 @tensor_method("logsumexp")
+@implements(LogSumExp, rename={"dims": "dim"})
 def logsumexp(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """log(sum(exp(x))) over `dim`, computed without overflow.
 
@@ -230,6 +251,8 @@ class _Extreme(Op):
     """max/min values over one dim (the gradient goes to the first arg-extreme element, as PyTorch's
     max(dim)) or over everything (dim None: the gradient is split evenly among tied extremes, as max())."""
 
+    kind = "reduction"
+    keeps_finite = True
     save_inputs = True
     save_output = True
     _reduce = "max"
@@ -253,15 +276,21 @@ class _Extreme(Op):
         return (apply(ExtremeGrad, (g, Tensor._wrap(xd), Tensor._wrap(ctx.out_data)), attrs),)
 
 
-@register
 class ExtremeGrad(Op):
     """dY · w(X, Y): the gradient of max/min routed to the arg-extreme (over one dim: the first one; over
     everything: split evenly among ties). The weights w are piecewise constant in X, so the derivative in X and
     Y is zero; in dY it is this same weighting, summed back to dY's shape."""
 
     name = "extreme_grad"
+    kind = "gradient"
     rule = "dG = Σ dZ · w(X), dX = 0  (w: 1 at the arg-extreme, ties split over everything)"
     save_inputs = True
+    examples = (
+        Example(lambda g, x: apply(ExtremeGrad, (g, x, Tensor._wrap(x.data.max(axis=1))), {"kind": "max", "dim": 1}),
+                ((3, 1), (3, 4))),
+        Example(lambda g, x: apply(ExtremeGrad, (g, x, Tensor._wrap(x.data.min())), {"kind": "min", "dim": None}),
+                ((), (2, 3))),
+    )
 
     @staticmethod
     def forward(ctx: Any, g: Any, x: Any, y: Any) -> Any:
@@ -286,13 +315,11 @@ class ExtremeGrad(Op):
         return gg, None, None
 
 
-@register
 class Max(_Extreme):
     name = "max"
     rule = "dX = dY at the position of the max (0 elsewhere)"
 
 
-@register
 class Min(_Extreme):
     name = "min"
     rule = "dX = dY at the position of the min (0 elsewhere)"
@@ -308,7 +335,12 @@ def _extreme(op: type, x: Any, dim: Any, keepdim: bool) -> Any:
     return apply(op, (x,), {"dim": dim, "keepdim": bool(keepdim)})
 
 
+def _values(result: Any) -> Any:
+    return result[0] if isinstance(result, tuple) else result
+
+
 @tensor_method("max")
+@implements(Max, call=lambda x, dim=None, keepdim=False: _values(max(x, dim, keepdim)))
 def max(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     """The largest value over `dim` (values only), or over everything when dim is None.
 
@@ -324,6 +356,7 @@ def max(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
 
 
 @tensor_method("min")
+@implements(Min, call=lambda x, dim=None, keepdim=False: _values(min(x, dim, keepdim)))
 def min(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     """The smallest value over `dim` (values only), or over everything when dim is None."""
     if isinstance(dim, Tensor):

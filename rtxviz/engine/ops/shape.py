@@ -16,13 +16,14 @@ from ..device import to_device, xp_of
 from ..errors import DeviceError, DimError, DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor, as_tensor_like
-from ._base import constant, norm_dim, norm_dims, register, tensor_method
+from ._base import Example, constant, implements, norm_dim, norm_dims, tensor_method
 from .broadcast import sum_to
 
 
-@register
 class Reshape(Op):
     name = "reshape"
+    kind = "shape"
+    keeps_finite = True
     rule = "dX = reshape(dY, shape(X))"
 
     @staticmethod
@@ -34,8 +35,13 @@ class Reshape(Op):
     def backward(ctx: Any, g: Any) -> tuple:
         return (reshape(g, ctx.state),)
 
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        return (g.reshape((g.shape[0], *ctx.state)),)
+
 
 @tensor_method("reshape", "view")
+@implements(Reshape, call=lambda x, shape: reshape(x, tuple(shape)))
 def reshape(x: Any, *shape: Any) -> Any:
     """A new shape with the same number of elements (one -1 is inferred)."""
     if len(shape) == 1 and not isinstance(shape[0], int):
@@ -62,9 +68,10 @@ def reshape(x: Any, *shape: Any) -> Any:
     return apply(Reshape, (x,), {"shape": shape})
 
 
-@register
 class Transpose(Op):
     name = "transpose"
+    kind = "shape"
+    keeps_finite = True
     rule = "dX = transpose(dY, dim0, dim1)"
 
     @staticmethod
@@ -75,8 +82,13 @@ class Transpose(Op):
     def backward(ctx: Any, g: Any) -> tuple:
         return (apply(Transpose, (g,), ctx.attrs),)
 
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        return (g.swapaxes(ctx.attrs["dim0"] + 1, ctx.attrs["dim1"] + 1),)
+
 
 @tensor_method("transpose")
+@implements(Transpose)
 def transpose(x: Any, dim0: int = 0, dim1: int = 1) -> Any:
     """Swap two dims (a view). The spec calls `transpose(0, 1)`."""
     nd = x.ndim
@@ -86,9 +98,10 @@ def transpose(x: Any, dim0: int = 0, dim1: int = 1) -> Any:
     return apply(Transpose, (x,), {"dim0": d0, "dim1": d1})
 
 
-@register
 class Unsqueeze(Op):
     name = "unsqueeze"
+    kind = "shape"
+    keeps_finite = True
     rule = "dX = squeeze(dY, dim)"
 
     @staticmethod
@@ -100,17 +113,21 @@ class Unsqueeze(Op):
     def backward(ctx: Any, g: Any) -> tuple:
         return (reshape(g, ctx.state),)
 
+    batched = Reshape.batched  # its ctx.state is the input's shape, as reshape's
+
 
 @tensor_method("unsqueeze")
+@implements(Unsqueeze)
 def unsqueeze(x: Any, dim: int) -> Any:
     """Insert a dim of size 1 at `dim` (negative counts from the end of the result)."""
     return apply(Unsqueeze, (x,), {"dim": norm_dim("unsqueeze", dim, x.ndim, extra=1)})
 
 
 # -- permute / squeeze / flatten / .T / .mT ------------------------------------------------------------------
-@register
 class Permute(Op):
     name = "permute"
+    kind = "shape"
+    keeps_finite = True
     rule = "dX = permute(dY, inverse(dims))"
 
     @staticmethod
@@ -134,6 +151,7 @@ def _int_args(args: tuple) -> tuple:
 
 
 @tensor_method("permute")
+@implements(Permute, call=lambda x, dims: permute(x, *dims))
 def permute(x: Any, *dims: Any) -> Any:
     """Reorder the dims: output dim i is input dim `dims[i]` (a view).
 
@@ -152,7 +170,6 @@ def permute(x: Any, *dims: Any) -> Any:
     return apply(Permute, (x,), {"dims": norm})
 
 
-@register
 class Squeeze(Reshape):
     """Dropping size-1 dims is a reshape; its own name keeps graphs readable."""
 
@@ -160,6 +177,7 @@ class Squeeze(Reshape):
 
 
 @tensor_method("squeeze")
+@implements(Squeeze)
 def squeeze(x: Any, dim: Any = None) -> Any:
     """Drop size-1 dims: all of them (dim None), or the given dim(s); a dim whose size is not 1 is kept,
     as in PyTorch.
@@ -232,12 +250,14 @@ def scatter_add(out: Any, key: Any, values: Any) -> None:
     _cupyx.scatter_add(out, key, values)
 
 
-@register
 class GetItemBackward(Op):
     """The adjoint of picking elements: zeros of the source shape with the gradient added at the picks."""
 
     name = "getitem_backward"
+    kind = "gradient"
     rule = "dG = dY[key]  (Y = zeros(shape) with G added at key)"
+    examples = (Example(lambda g: _scatter(g, (slice(0, 2), 1), (3, 4), True), ((2,),)),
+                Example(lambda g: _scatter(g, (np.array([0, 2, 0]),), (3, 2), False), ((3, 2),)))
 
     @staticmethod
     def forward(ctx: Any, g: Any) -> Any:
@@ -258,10 +278,13 @@ def _scatter(g: Any, key: Any, shape: tuple[int, ...], basic: bool) -> Any:
     return apply(GetItemBackward, (g,), {"key": key, "shape": shape, "basic": basic})
 
 
-@register
 class GetItem(Op):
     name = "getitem"
+    kind = "index"
+    keeps_finite = True
     rule = "dX = zeros(shape(X)) with dY added at [key]"
+    examples = (Example(lambda x: x[1:, ::2], ((3, 5),)), Example(lambda x: x[np.array([2, 0, 2])], ((4, 2),)),
+                Example(lambda x: x[..., 1], ((2, 3, 2),)))
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
@@ -391,9 +414,10 @@ Tensor.__iter__ = _iter
 
 
 # -- narrow / split / chunk ------------------------------------------------------------------------------------
-@register
 class Narrow(Op):
     name = "narrow"
+    kind = "shape"
+    keeps_finite = True
     rule = "dX = zeros(shape(X)) with dY placed at [start : start+length] along dim"
 
     @staticmethod
@@ -411,6 +435,7 @@ class Narrow(Op):
 
 
 @tensor_method("narrow")
+@implements(Narrow)
 def narrow(x: Any, dim: int, start: int, length: int) -> Any:
     """Elements `start .. start+length-1` along `dim` (a view; negative start counts from the end).
 
@@ -478,9 +503,10 @@ def chunk(x: Any, chunks: int, dim: int = 0) -> tuple:
 
 
 # -- index_select ---------------------------------------------------------------------------------------------
-@register
 class IndexSelect(Op):
     name = "index_select"
+    kind = "index"
+    keeps_finite = True
     rule = "dX = zeros(shape(X)); dX[index] += dY along dim"
 
     @staticmethod
@@ -496,6 +522,7 @@ class IndexSelect(Op):
 
 
 @tensor_method("index_select")
+@implements(IndexSelect, call=lambda x, index, dim: index_select(x, dim, index))
 def index_select(x: Any, dim: int, index: Any) -> Any:
     """The entries at `index` (1-D int64) along `dim`; repeats allowed, and their gradients add up.
 
@@ -533,9 +560,10 @@ def _tensor_list(op: str, tensors: Any) -> list:
     return [as_tensor_like(t, like) for t in tensors]
 
 
-@register
 class Cat(Op):
     name = "cat"
+    kind = "shape"
+    keeps_finite = True
     rule = "dXᵢ = narrow(dY, dim, offsetᵢ, sizeᵢ)"
 
     @staticmethod
@@ -555,6 +583,7 @@ class Cat(Op):
         return tuple(out)
 
 
+@implements(Cat, call=lambda *xs, dim=0: cat(list(xs), dim=dim))
 def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join tensors along an existing dim; shapes must agree elsewhere.
 
@@ -576,9 +605,10 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     return apply(Cat, tuple(ts), {"dim": d})
 
 
-@register
 class Stack(Op):
     name = "stack"
+    kind = "shape"
+    keeps_finite = True
     rule = "dXᵢ = dY[..., i, ...] (index i along dim)"
 
     @staticmethod
@@ -593,6 +623,7 @@ class Stack(Op):
                      for i, nxt in enumerate(ctx.next))
 
 
+@implements(Stack, call=lambda *xs, dim=0: stack(list(xs), dim=dim))
 def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     """Join same-shaped tensors along a new dim `dim`.
 
@@ -614,13 +645,16 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
 _COMPARE = frozenset({"__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"})
 
 
-@register
 class Compare(Op):
     """An elementwise comparison (bool result, no gradient), as an op so that a tracer sees where a mask comes
     from: a graph-cache replay recomputes `x > 0` from the new x instead of reusing the captured mask."""
 
     name = "compare"
+    kind = "comparison"
+    differentiable = False
     rule = "no gradient (a bool result)"
+    examples = (Example(lambda a, b: compare(a, b, "__gt__"), ((3, 4), (3, 4))),
+                Example(lambda a: compare(a, 0.0, "__le__"), ((5,),)))
 
     @staticmethod
     def forward(ctx: Any, a: Any, b: Any) -> Any:
@@ -658,9 +692,12 @@ def _mask_array(op: str, mask: Any, like: Any) -> Any:
     return arr
 
 
-@register
 class Where(Op):
     name = "where"
+    kind = "index"
+    keeps_finite = True
+    examples = (Example(lambda a, b: where(a > 0, a, b), ((3, 4), (3, 4))),
+                Example(lambda a, b: where(a > 0, a, b), ((2, 3), (3,))))
     rule = "dA = dY where cond else 0, dB = dY where not cond else 0"
 
     @staticmethod
@@ -682,6 +719,7 @@ class Where(Op):
         return ga, gb
 
 
+@implements(Where, reference=None)
 def where(condition: Any, a: Any, b: Any) -> Any:
     """Elementwise `a` where `condition` else `b` (broadcasting); the gradient goes to the chosen side.
 
@@ -709,9 +747,10 @@ def _where_method(x: Any, condition: Any, other: Any) -> Any:
     return where(condition, x, other)
 
 
-@register
 class MaskedFill(Op):
     name = "masked_fill"
+    kind = "index"
+    examples = (Example(lambda x: masked_fill(x, x < 0, 0.5), ((3, 4),)),)
     rule = "dX = dY where not mask else 0"
 
     @staticmethod
@@ -725,6 +764,7 @@ class MaskedFill(Op):
 
 
 @tensor_method("masked_fill")
+@implements(MaskedFill, reference=None)
 def masked_fill(x: Any, mask: Any, value: Any) -> Any:
     """x with `value` written where `mask` (a bool tensor broadcastable to x) is True.
 

@@ -1,4 +1,5 @@
-"""Elementwise math and activations. Rules use the saved output where that is cheaper (exp, tanh, sigmoid)."""
+"""Elementwise math and activations, each op's class followed by its public function. Rules use the saved output
+where that is cheaper (exp, tanh, sigmoid)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from ..errors import GraphError
 from ..grad_mode import STATE
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import register, tensor_method, unary
-from .arithmetic import add_scalar, div, mask_mul, mul, mul_scalar, neg, rsub_scalar
+from ._base import Elementwise, Example, implements, tensor_method, unary
+from .arithmetic import add, add_scalar, div, mask_mul, mul, mul_scalar, neg, rsub_scalar
 
 
 def _const(array: Any) -> Tensor:
@@ -21,8 +22,7 @@ def _const(array: Any) -> Tensor:
     return Tensor._wrap(array)
 
 
-@register
-class Exp(Op):
+class Exp(Elementwise):
     name = "exp"
     rule = "dX = dY · exp(X)"
     save_output = True
@@ -36,8 +36,13 @@ class Exp(Op):
         return (mul(g, ctx.output),)
 
 
-@register
-class Log(Op):
+@tensor_method("exp")
+@implements(Exp)
+def exp(x: Any) -> Any:
+    return unary(Exp, x)
+
+
+class Log(Elementwise):
     name = "log"
     rule = "dX = dY / X"
     save_inputs = True
@@ -51,8 +56,13 @@ class Log(Op):
         return (div(g, ctx.saved_inputs[0]),)
 
 
-@register
-class Sqrt(Op):
+@tensor_method("log")
+@implements(Log)
+def log(x: Any) -> Any:
+    return unary(Log, x)
+
+
+class Sqrt(Elementwise):
     name = "sqrt"
     rule = "dX = dY / (2·sqrt(X))"
     save_output = True
@@ -66,10 +76,16 @@ class Sqrt(Op):
         return (div(g, mul_scalar(ctx.output, 2.0)),)
 
 
-@register
-class Abs(Op):
+@tensor_method("sqrt")
+@implements(Sqrt)
+def sqrt(x: Any) -> Any:
+    return unary(Sqrt, x)
+
+
+class Abs(Elementwise):
     name = "abs"
     rule = "dX = dY · sign(X)"
+    keeps_finite = True
     save_inputs = True
 
     @staticmethod
@@ -81,8 +97,13 @@ class Abs(Op):
         return (mask_mul(g, ctx.saved_inputs, "sign"),)
 
 
-@register
-class Tanh(Op):
+@tensor_method("abs")
+@implements(Abs)
+def abs(x: Any) -> Any:  # noqa: A001
+    return unary(Abs, x)
+
+
+class Tanh(Elementwise):
     name = "tanh"
     rule = "dX = dY · (1 - tanh²(X))"
     save_output = True
@@ -97,6 +118,12 @@ class Tanh(Op):
         return (mul(g, rsub_scalar(mul(y, y), 1.0)),)
 
 
+@tensor_method("tanh")
+@implements(Tanh)
+def tanh(x: Any) -> Any:
+    return unary(Tanh, x)
+
+
 def _sigmoid_array(x: Any) -> Any:
     xp = xp_of(x)
     # Stable on both tails: exp of a non-positive number never overflows.
@@ -104,8 +131,7 @@ def _sigmoid_array(x: Any) -> Any:
     return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
-@register
-class Sigmoid(Op):
+class Sigmoid(Elementwise):
     name = "sigmoid"
     rule = "dX = dY · σ(X) · (1 - σ(X))"
     save_output = True
@@ -120,10 +146,16 @@ class Sigmoid(Op):
         return (mul(g, mul(y, rsub_scalar(y, 1.0))),)
 
 
-@register
-class Relu(Op):
+@tensor_method("sigmoid")
+@implements(Sigmoid)
+def sigmoid(x: Any) -> Any:
+    return unary(Sigmoid, x)
+
+
+class Relu(Elementwise):
     name = "relu"
     rule = "dX = dY · [X > 0]"
+    keeps_finite = True
     save_output = True
 
     @staticmethod
@@ -137,8 +169,13 @@ class Relu(Op):
         return (mask_mul(g, (_const(ctx.out_data),), "pos"),)
 
 
-@register
-class Silu(Op):
+@tensor_method("relu")
+@implements(Relu)
+def relu(x: Any) -> Any:
+    return unary(Relu, x)
+
+
+class Silu(Elementwise):
     name = "silu"
     rule = "dX = dY · σ(X) · (1 + X · (1 - σ(X)))"
     save_inputs = True
@@ -154,8 +191,13 @@ class Silu(Op):
         return (mul(g, mul(s, add_scalar(mul(x, rsub_scalar(s, 1.0)), 1.0))),)
 
 
-@register
-class Softplus(Op):
+@tensor_method("silu")
+@implements(Silu)
+def silu(x: Any) -> Any:
+    return unary(Silu, x)
+
+
+class Softplus(Elementwise):
     name = "softplus"
     rule = "dX = dY · σ(X)"
     save_inputs = True
@@ -170,8 +212,13 @@ class Softplus(Op):
         return (mul(g, sigmoid(ctx.saved_inputs[0])),)
 
 
-@register
-class Sin(Op):
+@tensor_method("softplus")
+@implements(Softplus)
+def softplus(x: Any) -> Any:
+    return unary(Softplus, x)
+
+
+class Sin(Elementwise):
     name = "sin"
     rule = "dX = dY · cos(X)"
     save_inputs = True
@@ -185,8 +232,13 @@ class Sin(Op):
         return (mul(g, cos(ctx.saved_inputs[0])),)
 
 
-@register
-class Cos(Op):
+@tensor_method("sin")
+@implements(Sin)
+def sin(x: Any) -> Any:
+    return unary(Sin, x)
+
+
+class Cos(Elementwise):
     name = "cos"
     rule = "dX = -dY · sin(X)"
     save_inputs = True
@@ -200,8 +252,13 @@ class Cos(Op):
         return (neg(mul(g, sin(ctx.saved_inputs[0]))),)
 
 
-@register
-class Square(Op):
+@tensor_method("cos")
+@implements(Cos)
+def cos(x: Any) -> Any:
+    return unary(Cos, x)
+
+
+class Square(Elementwise):
     name = "square"
     rule = "dX = 2 · dY · X"
     save_inputs = True
@@ -215,8 +272,13 @@ class Square(Op):
         return (mul(g, mul_scalar(ctx.saved_inputs[0], 2.0)),)
 
 
-@register
-class Reciprocal(Op):
+@tensor_method("square")
+@implements(Square)
+def square(x: Any) -> Any:
+    return unary(Square, x)
+
+
+class Reciprocal(Elementwise):
     name = "reciprocal"
     rule = "dX = -dY / X²"
     save_output = True
@@ -231,11 +293,23 @@ class Reciprocal(Op):
         return (neg(mul(g, mul(y, y))),)
 
 
+@tensor_method("reciprocal")
+@implements(Reciprocal)
+def reciprocal(x: Any) -> Any:
+    return unary(Reciprocal, x)
+
+
 # A float32 rational approximation of erf on [-4, 4] (|error| < 5e-7, a few float32 ulps), as in Eigen's fast
+
+
 # erf: scipy's erf costs ~6x more on large float32 arrays (it computes in double). float64 keeps scipy's.
+
+
 _ERF_P = tuple(np.float32(c) for c in (
     -2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
     -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02))
+
+
 _ERF_Q = tuple(np.float32(c) for c in (
     -1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
     -1.42647390514189e-02))
@@ -283,12 +357,15 @@ def _erf(x: Any) -> Any:
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+
+
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-@register
-class Gelu(Op):
+class Gelu(Elementwise):
     name = "gelu"
     rule = "dX = dY · (Φ(X) + X · φ(X))"
     save_inputs = True
@@ -323,13 +400,24 @@ class Gelu(Op):
         return (mul(g, add(cdf, mul(x, pdf))),)
 
 
-@register
+@tensor_method("gelu")
+@implements(Gelu)
+def gelu(x: Any, approximate: str = "none") -> Any:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return unary(Gelu, x, {"approximate": approximate})
+
+
 class GeluDerivative(Op):
     """Φ(X) + X·φ(X) from X and a saved Φ(X): the first-order GELU derivative in one pass. Only used where no
     graph is recorded, so it has no backward of its own."""
 
     name = "gelu_derivative"
     rule = "(first-order helper of gelu; not differentiated)"
+    kind = "gradient"
+    differentiable = False
+    examples = (Example(lambda x: apply(GeluDerivative, (x, Tensor._wrap(0.5 * (1 + _erf(x.data * _INV_SQRT_2))))),
+                        ((3, 4),)),)
 
     @staticmethod
     def forward(ctx: Any, x: Any, cdf: Any) -> Any:
@@ -345,10 +433,10 @@ class GeluDerivative(Op):
         raise GraphError("gelu_derivative: internal first-order helper, not differentiable")
 
 
-@register
-class Erf(Op):
+class Erf(Elementwise):
     name = "erf"
     rule = "dX = dY · 2/√π · exp(-X²)"
+    examples = (Example(lambda x: erf(x), ((3, 4),), low=-2.0, high=2.0),)
     save_inputs = True
 
     @staticmethod
@@ -361,8 +449,13 @@ class Erf(Op):
         return (mul(g, mul_scalar(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),)
 
 
-@register
-class LeakyRelu(Op):
+@tensor_method("erf")
+@implements(Erf, reference=None)
+def erf(x: Any) -> Any:
+    return unary(Erf, x)
+
+
+class LeakyRelu(Elementwise):
     name = "leaky_relu"
     rule = "dX = dY · (1 if X > 0 else slope)"
     save_inputs = True
@@ -377,8 +470,13 @@ class LeakyRelu(Op):
         return (mask_mul(g, ctx.saved_inputs, "leaky", slope=ctx.attrs["negative_slope"]),)
 
 
-@register
-class Elu(Op):
+@tensor_method("leaky_relu")
+@implements(LeakyRelu)
+def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
+    return unary(LeakyRelu, x, {"negative_slope": float(negative_slope)})
+
+
+class Elu(Elementwise):
     name = "elu"
     rule = "dX = dY · (1 if X > 0 else α·exp(X))"
     save_inputs = True
@@ -397,8 +495,13 @@ class Elu(Op):
         return (add(mask_mul(g, (x,), "pos"), mask_mul(neg_part, (x,), "nonpos")),)
 
 
-@register
-class Clamp(Op):
+@tensor_method("elu")
+@implements(Elu)
+def elu(x: Any, alpha: float = 1.0) -> Any:
+    return unary(Elu, x, {"alpha": float(alpha)})
+
+
+class Clamp(Elementwise):
     name = "clamp"
     rule = "dX = dY · [min ≤ X ≤ max]"
     save_inputs = True
@@ -413,10 +516,18 @@ class Clamp(Op):
         return (mask_mul(g, ctx.saved_inputs, "inside", min=ctx.attrs["min"], max=ctx.attrs["max"]),)
 
 
-@register
-class MinimumScalar(Op):
+@tensor_method("clamp", "clip")
+@implements(Clamp)
+def clamp(x: Any, min: float | None = None, max: float | None = None) -> Any:  # noqa: A002
+    if min is None and max is None:
+        raise ValueError("clamp: give at least one of min and max")
+    return unary(Clamp, x, {"min": min, "max": max})
+
+
+class MinimumScalar(Elementwise):
     name = "minimum_scalar"
     rule = "dX = dY · [X < value]"
+    examples = (Example(lambda x: minimum_scalar(x, 0.25), ((6,),)),)
     save_inputs = True
 
     @staticmethod
@@ -428,105 +539,6 @@ class MinimumScalar(Op):
         return (mask_mul(g, ctx.saved_inputs, "lt", value=ctx.attrs["value"]),)
 
 
-def add(a: Any, b: Any) -> Any:
-    from .arithmetic import add as _add
-
-    return _add(a, b)
-
-
-@tensor_method("exp")
-def exp(x: Any) -> Any:
-    return unary(Exp, x)
-
-
-@tensor_method("log")
-def log(x: Any) -> Any:
-    return unary(Log, x)
-
-
-@tensor_method("sqrt")
-def sqrt(x: Any) -> Any:
-    return unary(Sqrt, x)
-
-
-@tensor_method("abs")
-def abs(x: Any) -> Any:  # noqa: A001
-    return unary(Abs, x)
-
-
-@tensor_method("tanh")
-def tanh(x: Any) -> Any:
-    return unary(Tanh, x)
-
-
-@tensor_method("sigmoid")
-def sigmoid(x: Any) -> Any:
-    return unary(Sigmoid, x)
-
-
-@tensor_method("relu")
-def relu(x: Any) -> Any:
-    return unary(Relu, x)
-
-
-@tensor_method("silu")
-def silu(x: Any) -> Any:
-    return unary(Silu, x)
-
-
-@tensor_method("softplus")
-def softplus(x: Any) -> Any:
-    return unary(Softplus, x)
-
-
-@tensor_method("sin")
-def sin(x: Any) -> Any:
-    return unary(Sin, x)
-
-
-@tensor_method("cos")
-def cos(x: Any) -> Any:
-    return unary(Cos, x)
-
-
-@tensor_method("square")
-def square(x: Any) -> Any:
-    return unary(Square, x)
-
-
-@tensor_method("reciprocal")
-def reciprocal(x: Any) -> Any:
-    return unary(Reciprocal, x)
-
-
-@tensor_method("erf")
-def erf(x: Any) -> Any:
-    return unary(Erf, x)
-
-
-@tensor_method("gelu")
-def gelu(x: Any, approximate: str = "none") -> Any:
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return unary(Gelu, x, {"approximate": approximate})
-
-
-@tensor_method("leaky_relu")
-def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
-    return unary(LeakyRelu, x, {"negative_slope": float(negative_slope)})
-
-
-@tensor_method("elu")
-def elu(x: Any, alpha: float = 1.0) -> Any:
-    return unary(Elu, x, {"alpha": float(alpha)})
-
-
-@tensor_method("clamp", "clip")
-def clamp(x: Any, min: float | None = None, max: float | None = None) -> Any:  # noqa: A002
-    if min is None and max is None:
-        raise ValueError("clamp: give at least one of min and max")
-    return unary(Clamp, x, {"min": min, "max": max})
-
-
+@implements(MinimumScalar, reference=None)
 def minimum_scalar(x: Any, value: float) -> Any:
     return apply(MinimumScalar, (x,), {"value": value})
