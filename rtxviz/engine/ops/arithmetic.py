@@ -145,7 +145,7 @@ def pow(a: Any, b: Any) -> Any:  # noqa: A001 - the op's name
     if _is_scalar(b) and isinstance(a, Tensor):
         return apply(PowScalar, (a,), {"exponent": b})
     if _is_scalar(a) and isinstance(b, Tensor):
-        return apply(RPowScalar, (b,), {"value": a})
+        return rpow_scalar(b, a)
     return binary(Pow, a, b)
 
 
@@ -410,3 +410,9 @@ class RPowScalar(Elementwise):
             with np.errstate(invalid="ignore"):
                 return (mask_mul(mul_scalar(mul(g, y), -math.inf), (y,), "sel_gt1"),)
         return (mul(g, mul_scalar(ctx.output, math.log(value))),)
+
+
+@implements(RPowScalar, reference=None)
+def rpow_scalar(x: Tensor, value: float) -> Any:
+    """value ** x, for a Python number (what `value ** x` records)."""
+    return apply(RPowScalar, (x,), {"value": value})

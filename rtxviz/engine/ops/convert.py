@@ -8,7 +8,7 @@ from ..device import Device, as_device, device_of, to_device
 from ..dtypes import as_dtype
 from ..graph import Op, apply
 from ..variable import Variable
-from ._base import Example, own_rule_batched
+from ._base import Example, implements, own_rule_batched
 
 
 class ToDeviceDtype(Op):
@@ -44,6 +44,7 @@ def to_device_dtype(x: Any, device: Device | None, dtype: Any) -> Any:
     return apply(ToDeviceDtype, (x,), {"device": None if same_device else device, "dtype": dt})
 
 
+@implements(ToDeviceDtype, reference=None)
 def to(x: Variable, device: Device | str | None = None, dtype: Any = None) -> Any:
     """Move or cast a Variable, differentiably: gradients flow back to the original device and dtype.
     (`Tensor.to` on a plain Tensor copies without a graph.)"""

@@ -28,7 +28,7 @@ from .unary import abs as _abs
 from .unary import softplus
 
 _REDUCTIONS = ("mean", "sum", "none")
-_T3 = np.array([2, 0, 3])  # class targets of the examples below
+_T3 = Tensor(np.array([2, 0, 3]))  # class targets of the examples below
 
 
 class IndexArg:

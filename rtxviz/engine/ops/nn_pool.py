@@ -93,8 +93,8 @@ class MaxPool2dScatter(Op):
 
     name = "max_pool2d_scatter"
     kind = "gradient"
-    examples = (Example(lambda g: apply(MaxPool2dScatter, (g, Tensor._wrap(_X44), Tensor._wrap(_X44_MAX)),
-                                        _POOL22), ((1, 1, 2, 2),)),)
+    rule = "d(dY) = dX̃ read at the argmax positions (max_pool2d_gather)"
+    examples = (Example(lambda g: apply(MaxPool2dScatter, (g, _X44, _X44_MAX), _POOL22), ((1, 1, 2, 2),)),)
 
     @staticmethod
     def forward(ctx: Any, g: Any, x: Any = None, best: Any = None) -> Any:
@@ -127,8 +127,8 @@ class MaxPool2dGather(Op):
     name = "max_pool2d_gather"
     kind = "gradient"
     # read at the argmax of a fixed input: the adjoint of max_pool2d_scatter
-    examples = (Example(lambda x: apply(MaxPool2dGather, (x,), {**_POOL22, "argmax": IndexArg(
-        _window_masks(_X44, _X44_MAX, _POOL22))}), ((1, 1, 4, 4),)),)
+    rule = "dX̃ = max_pool2d_scatter(dY)"
+    examples = (Example(lambda x: apply(MaxPool2dGather, (x,), {**_POOL22, "argmax": _X44_ARGMAX}), ((1, 1, 4, 4),)),)
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
@@ -147,9 +147,15 @@ class MaxPool2dGather(Op):
 
 
 # a fixed input without ties in its 2x2 windows, for max_pool2d_gather's example
-_X44 = np.arange(16.0).reshape(1, 1, 4, 4)[:, :, ::-1].copy()
-_X44_MAX = _X44.reshape(1, 1, 2, 2, 2, 2).max(axis=(3, 5))
+_X44 = Tensor(np.arange(16.0).reshape(1, 1, 4, 4)[:, :, ::-1].copy())
+_X44_MAX = Tensor(_X44.data.reshape(1, 1, 2, 2, 2, 2).max(axis=(3, 5)))
 _POOL22 = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0), "input_size": (4, 4)}
+# attrs arrays the examples pass must belong to Tensors that exist before a graph-cache capture (the capture
+# binds them by reference; a bare array it has never seen would make it refuse)
+_X44_MASKS = Tensor(_window_masks(_X44.data, _X44_MAX.data, _POOL22))
+_X44_ARGMAX = IndexArg(_X44_MASKS.data)
+_IDS_T = Tensor(np.array([[1, 0], [1, 3]]))
+_IDS = IndexArg(_IDS_T.data)
 
 
 # -- average pooling -----------------------------------------------------------------------------------------------
@@ -278,8 +284,7 @@ class Embedding(Op):
 class EmbeddingGrad(Op):
     name = "embedding_grad"
     kind = "gradient"
-    examples = (Example(lambda g: apply(EmbeddingGrad, (g,), {"indices": IndexArg(np.array([[1, 0], [1, 3]])),
-                                                              "num_embeddings": 4}), ((2, 2, 3),)),)
+    examples = (Example(lambda g: apply(EmbeddingGrad, (g,), {"indices": _IDS, "num_embeddings": 4}), ((2, 2, 3),)),)
     rule = "d(dY) = embedding(dW̃, ids)"
 
     @staticmethod

@@ -257,7 +257,7 @@ class GetItemBackward(Op):
     kind = "gradient"
     rule = "dG = dY[key]  (Y = zeros(shape) with G added at key)"
     examples = (Example(lambda g: _scatter(g, (slice(0, 2), 1), (3, 4), True), ((2,),)),
-                Example(lambda g: _scatter(g, (np.array([0, 2, 0]),), (3, 2), False), ((3, 2),)))
+                Example(lambda g: _scatter(g, (_PICK.data,), (4, 2), False), ((3, 2),)))
 
     @staticmethod
     def forward(ctx: Any, g: Any) -> Any:
@@ -274,6 +274,9 @@ class GetItemBackward(Op):
         return (apply(GetItem, (g,), {"key": ctx.attrs["key"], "basic": ctx.attrs["basic"]}),)
 
 
+_PICK = Tensor(np.array([2, 0, 2]))  # an index with a repeat, for the examples
+
+
 def _scatter(g: Any, key: Any, shape: tuple[int, ...], basic: bool) -> Any:
     return apply(GetItemBackward, (g,), {"key": key, "shape": shape, "basic": basic})
 
@@ -283,7 +286,7 @@ class GetItem(Op):
     kind = "index"
     keeps_finite = True
     rule = "dX = zeros(shape(X)) with dY added at [key]"
-    examples = (Example(lambda x: x[1:, ::2], ((3, 5),)), Example(lambda x: x[np.array([2, 0, 2])], ((4, 2),)),
+    examples = (Example(lambda x: x[1:, ::2], ((3, 5),)), Example(lambda x: x[_PICK], ((4, 2),)),
                 Example(lambda x: x[..., 1], ((2, 3, 2),)))
 
     @staticmethod
@@ -389,6 +392,7 @@ def _norm_key(x: Any, key: Any) -> tuple[tuple, bool]:
     return tuple(out), basic
 
 
+@implements(GetItem, reference=None)
 def getitem(x: Any, key: Any) -> Any:
     """x[key] with numpy/PyTorch semantics: ints, slices (negative steps too), None, ..., integer and bool
     tensors. The gradient is scattered back into zeros (repeated picks accumulate).
@@ -536,7 +540,7 @@ def index_select(x: Any, dim: int, index: Any) -> Any:
         raise DTypeError("index_select: index must be an integer tensor, got bool")
     if idx.ndim > 1:
         raise ShapeError(f"index_select: index must be 1-D, got shape {idx.shape}")
-    idx = idx.reshape(-1).astype(np.int64, copy=False)
+    idx = idx.astype(np.int64, copy=False)  # already 1-D: no reshape, so the array stays the one passed in
     size = 1 if x.ndim == 0 else x.shape[d]
     if idx.size:
         bad = (idx < 0) | (idx >= size)
@@ -668,6 +672,7 @@ class Compare(Op):
 _COMPARE_ATTRS = {n: {"name": n} for n in _COMPARE}
 
 
+@implements(Compare, reference=None)
 def compare(a: Tensor, b: Any, name: str) -> Tensor:
     """`a <op> b` for a comparison dunder `name` ("__gt__", ...): a bool Tensor that records no gradient.
 
