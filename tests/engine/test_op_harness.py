@@ -78,8 +78,8 @@ def _subjects() -> list[Subject]:
     for name, op in sorted(ENGINE_OPS.items()):
         for i, ex in enumerate(op.examples):
             label = f"{name}/example{i}"
-            out.append(Subject(op, label, ex.call, lambda shift=0, ex=ex, label=label: _example_inputs(ex, label, shift),
-                               ex))
+            make = lambda shift=0, ex=ex, label=label: _example_inputs(ex, label, shift)  # noqa: E731
+            out.append(Subject(op, label, ex.call, make, ex))
         if op.reference is not None:
             for case in REFERENCE_CASES.get(op.reference, [])[:CASES_PER_OP]:
                 names, fn = program.build(case)

@@ -200,6 +200,38 @@ def minimum(a: Any, b: Any) -> Any:
     return binary(Minimum, a, b)
 
 
+class Atan2(BroadcastBinary):
+    """atan2(a, b): the angle of the point (b, a), in (-π, π]."""
+
+    name = "atan2"
+    rule = "dA = dC · B / (A² + B²), dB = -dC · A / (A² + B²)"
+    save_inputs = True
+
+    @staticmethod
+    def compute(a: Any, b: Any) -> Any:
+        return xp_of(a).arctan2(a, b)
+
+    @staticmethod
+    def grads(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        r = add(mul(a, a), mul(b, b))
+        ga = div(mul(g, b), r) if ctx.next[0] is not None else None
+        gb = neg(div(mul(g, a), r)) if ctx.next[1] is not None else None
+        return ga, gb
+
+
+@tensor_method("atan2", "arctan2")
+@implements(Atan2)
+def atan2(a: Any, b: Any) -> Any:
+    """The elementwise angle of the point (b, a), with broadcasting (torch.atan2).
+
+    >>> from rtxviz import Tensor
+    >>> round(atan2(Tensor.from_slice([1.0], [1]), Tensor.from_slice([-1.0], [1])).item(), 4)  # 3π/4
+    2.3562
+    """
+    return binary(Atan2, a, b)
+
+
 # -- masks ------------------------------------------------------------------------------------------------------
 def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
     """The piecewise-constant factor m(X) of a derivative, as bool or float array (never a new dtype)."""

@@ -1,46 +1,107 @@
-"""Python operators on Tensor and Variable: + - * / ** @, unary -, and comparisons (no gradient)."""
+"""Python operators on Tensor and Variable: + - * / ** @, unary - and +, and comparisons (no gradient).
+
+Each reflected form (``2.0 - x`` calls ``x.__rsub__(2.0)``) is a named function here, so that the Tensor class can
+declare it for type checkers (`Tensor`'s ``TYPE_CHECKING`` block).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..tensor import Tensor
+from ._base import tensor_method
 from .arithmetic import add, div, mul, neg, pow, sub
 from .linalg import matmul
 from .shape import compare
+from .unary import reciprocal
+
+tensor_method("__add__")(add)
+tensor_method("__sub__")(sub)
+tensor_method("__mul__")(mul)
+tensor_method("__truediv__")(div)
+tensor_method("__pow__")(pow)
+tensor_method("__matmul__")(matmul)
+tensor_method("__neg__")(neg)
 
 
-def _rdiv(self: Tensor, other: Any) -> Any:
-    from .unary import reciprocal
+@tensor_method("__radd__")
+def radd(self: Tensor, other: Any) -> Any:
+    """other + self."""
+    return add(other, self)
 
+
+@tensor_method("__rsub__")
+def rsub(self: Tensor, other: Any) -> Any:
+    """other - self."""
+    return sub(other, self)
+
+
+@tensor_method("__rmul__")
+def rmul(self: Tensor, other: Any) -> Any:
+    """other * self."""
+    return mul(other, self)
+
+
+@tensor_method("__rtruediv__")
+def rdiv(self: Tensor, other: Any) -> Any:
+    """other / self (a Python number: other · reciprocal(self))."""
     if isinstance(other, int | float):
         return mul(reciprocal(self), float(other))
     return div(other, self)
 
 
-def _compare(name: str) -> Any:
-    def method(self: Tensor, other: Any) -> Tensor:
-        return compare(self, other, name)
-
-    method.__name__ = name
-    method.__doc__ = f"Elementwise comparison ({name}); returns a bool Tensor and records no gradient."
-    return method
+@tensor_method("__rpow__")
+def rpow(self: Tensor, other: Any) -> Any:
+    """other ** self."""
+    return pow(other, self)
 
 
-Tensor.__add__ = add
-Tensor.__radd__ = lambda self, other: add(other, self)
-Tensor.__sub__ = sub
-Tensor.__rsub__ = lambda self, other: sub(other, self)
-Tensor.__mul__ = mul
-Tensor.__rmul__ = lambda self, other: mul(other, self)
-Tensor.__truediv__ = div
-Tensor.__rtruediv__ = _rdiv
-Tensor.__pow__ = pow
-Tensor.__rpow__ = lambda self, other: pow(other, self)
-Tensor.__matmul__ = matmul
-Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
-Tensor.__neg__ = neg
-Tensor.__pos__ = lambda self: self
-for _name in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
-    setattr(Tensor, _name, _compare(_name))
-Tensor.__hash__ = object.__hash__
+@tensor_method("__rmatmul__")
+def rmatmul(self: Tensor, other: Any) -> Any:
+    """other @ self."""
+    return matmul(other, self)
+
+
+@tensor_method("__pos__")
+def pos(self: Tensor) -> Tensor:
+    """+self: the tensor itself."""
+    return self
+
+
+@tensor_method("__lt__")
+def lt(self: Tensor, other: Any) -> Tensor:
+    """self < other, elementwise: a bool Tensor that records no gradient."""
+    return compare(self, other, "__lt__")
+
+
+@tensor_method("__le__")
+def le(self: Tensor, other: Any) -> Tensor:
+    """self <= other, elementwise (bool, no gradient)."""
+    return compare(self, other, "__le__")
+
+
+@tensor_method("__gt__")
+def gt(self: Tensor, other: Any) -> Tensor:
+    """self > other, elementwise (bool, no gradient)."""
+    return compare(self, other, "__gt__")
+
+
+@tensor_method("__ge__")
+def ge(self: Tensor, other: Any) -> Tensor:
+    """self >= other, elementwise (bool, no gradient)."""
+    return compare(self, other, "__ge__")
+
+
+@tensor_method("__eq__")
+def eq(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
+    """self == other, elementwise (bool, no gradient): tensors hash by identity, as PyTorch's."""
+    return compare(self, other, "__eq__")
+
+
+@tensor_method("__ne__")
+def ne(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
+    """self != other, elementwise (bool, no gradient)."""
+    return compare(self, other, "__ne__")
+
+
+Tensor.__hash__ = object.__hash__  # type: ignore[method-assign]  # defining __eq__ would unset it

@@ -216,21 +216,21 @@ def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     return reshape(x, shape[:s] + (merged,) + shape[e + 1 :])
 
 
-def _T(x: Any) -> Any:
+def T(x: Any) -> Any:  # noqa: N802 - PyTorch's property name
     """All dims reversed (PyTorch's `.T`); a tensor of fewer than 2 dims is returned as is."""
     nd = x.ndim
     return x if nd < 2 else permute(x, tuple(range(nd - 1, -1, -1)))
 
 
-def _mT(x: Any) -> Any:
+def mT(x: Any) -> Any:  # noqa: N802
     """The last two dims swapped (matrix transpose of a batch)."""
     if x.ndim < 2:
         raise DimError(f"mT: needs a tensor of at least 2 dims, got shape {x.shape}")
     return transpose(x, -2, -1)
 
 
-Tensor.T = property(_T)
-Tensor.mT = property(_mT)
+Tensor.T = property(T)  # type: ignore[method-assign, assignment]
+Tensor.mT = property(mT)  # type: ignore[method-assign, assignment]
 
 
 # -- element pickers and their common adjoint ----------------------------------------------------------------
@@ -406,15 +406,15 @@ def getitem(x: Any, key: Any) -> Any:
     return apply(GetItem, (x,), {"key": norm, "basic": basic})
 
 
-def _iter(x: Any) -> Any:
+def iterate(x: Any) -> Any:
     if x.ndim == 0:
         raise TypeError("iteration over a 0-d tensor")
     for i in range(x.shape[0]):
         yield apply(GetItem, (x,), {"key": (i,), "basic": True})
 
 
-Tensor.__getitem__ = getitem
-Tensor.__iter__ = _iter
+tensor_method("__getitem__")(getitem)
+tensor_method("__iter__")(iterate)
 
 
 # -- narrow / split / chunk ------------------------------------------------------------------------------------
@@ -747,7 +747,7 @@ def where(condition: Any, a: Any, b: Any) -> Any:
 
 
 @tensor_method("where")
-def _where_method(x: Any, condition: Any, other: Any) -> Any:
+def where_method(x: Any, condition: Any, other: Any) -> Any:
     """x.where(condition, other): x where condition else other (PyTorch's Tensor.where)."""
     return where(condition, x, other)
 
