@@ -1,5 +1,5 @@
 // Gradient norm -> class, colour and width. The legend is drawn from the same table.
-import type { Stats } from "./types";
+import type { Stats } from "./generated/events";
 
 export const VANISHING = 1e-7;
 export const EXPLODING = 1e3;

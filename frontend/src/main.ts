@@ -1,11 +1,11 @@
 // The app: runs list, one run's live stream, the graph view, timeline, inspector and teaching mode.
-import { Api, Stream, type WsMessage } from "./api";
+import { Api, Stream, type RunInfo, type WsMessage } from "./api";
 import { $, clear, h } from "./dom";
 import { computeVisible, type VItem, type ViewChoices, type Visible } from "./groups";
 import { renderInspector, renderLegend, renderTeach } from "./panels";
 import { Placement, expandLayout, layoutInput, structureSig } from "./place";
 import { RunModel, cacheBadgeText, type StepGraph } from "./state";
-import type { Ev, RunInfo } from "./types";
+import type { RunEvent } from "./generated/events";
 import { GraphView, svgDocument } from "./view";
 import type { LayoutReply, LayoutRequest } from "./worker";
 
@@ -40,7 +40,7 @@ class App {
   model: RunModel | null = null;
   stream: Stream | null = null;
   lobby: Stream | null = null;
-  pending: Ev[] = [];
+  pending: RunEvent[] = [];
   frameQueued = false;
   choices: ViewChoices = { budget: Number(params.get("budget") ?? 300), expanded: new Set(), collapsed: new Set() };
   place = new Placement();
@@ -62,7 +62,7 @@ class App {
   layoutStarted = 0;
   layoutTimers: number[] = [];
   layoutChains = new Map<string, { vid: string; row: number }[]>();
-  embeddedEvents: Ev[] = [];
+  embeddedEvents: RunEvent[] = [];
   fitted = false;
   structureDirty = true;
   quietTimer: number | null = null;
@@ -97,9 +97,9 @@ class App {
   private startEmbedded(): void {
     document.body.classList.add("embedded");
     $("#live-btn").textContent = "latest step";
-    let data: { run?: RunInfo; events?: Ev[] };
+    let data: { run?: RunInfo; events?: RunEvent[] };
     try {
-      data = JSON.parse($("#rtxviz-run").textContent ?? "") as { run?: RunInfo; events?: Ev[] };
+      data = JSON.parse($("#rtxviz-run").textContent ?? "") as { run?: RunInfo; events?: RunEvent[] };
     } catch (e) {
       this.status(`cannot read the exported run: ${String(e)}`);
       return;

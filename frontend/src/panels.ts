@@ -3,7 +3,7 @@ import { CLASS_COLOR, LOG_MAX, LOG_MIN, fmt, gradClass, gradText, rampColor } fr
 import { clear, h } from "./dom";
 import type { VItem, Visible } from "./groups";
 import type { GNode, StepGraph } from "./state";
-import type { Stats } from "./types";
+import type { Stats } from "./generated/events";
 import { itemGrad, shapeText } from "./view";
 
 const bytes = (b: number | null): string =>

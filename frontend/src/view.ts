@@ -5,7 +5,7 @@ import { s } from "./dom";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
 import type { GNode, Segment, StepGraph } from "./state";
-import type { Stats } from "./types";
+import type { Stats } from "./generated/events";
 
 interface NodeEl extends SVGGElement { _sig?: string; _pos?: string }
 interface EdgeEl extends SVGPathElement { _sig?: string }
