@@ -98,3 +98,15 @@ def test_a_renamed_schema_field_fails_the_type_check(tmp_path):
         bad = check(_rename(schemas, kind, old, new))
         assert bad.returncode != 0, f"tsc passed with {kind}.{old} renamed to {new}"
         assert f"Property '{old}' does not exist" in bad.stdout, bad.stdout
+
+
+def test_no_gradient_class_colour_or_threshold_restated_in_the_page():
+    """The page's gradient colours and thresholds come from src/generated/summary.ts only."""
+    colours = {c.colour.lower() for c in CLASSES.values()}
+    threshold = re.compile(r"(?<![\w.])(1e-0?7|1e\+?0?3)(?![\w.])", re.I)
+    found = []
+    for path in sorted((FRONTEND / "src").glob("*.ts")) + [FRONTEND / "style.css"]:
+        text = path.read_text(encoding="utf-8").lower()
+        found += [f"{path.name}: {c}" for c in colours if c in text and path.suffix == ".ts"]
+        found += [f"{path.name}: {m.group(0)}" for m in threshold.finditer(text)]
+    assert found == []
