@@ -367,7 +367,7 @@ export function leafFromEvent(ev: Of<"leaf">): LeafInfo {
 
 export const stepKey = (step: number | null | undefined): string => (typeof step === "number" ? String(step) : "-");
 
-interface StepRecord {
+export interface StepRecord {
   step: number | null;
   events: RunEvent[];
   graph: StepGraph;
