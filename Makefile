@@ -3,7 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STATIC := rtxviz/web/static/index.html
-FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/*.html frontend/*.css frontend/*.mjs) frontend/package-lock.json
+# the build generates frontend/src/generated/ from the event schema and the gradient classes (scripts/gen_frontend.py)
+GEN_SRC := scripts/gen_frontend.py rtxviz/schema.py $(wildcard rtxviz/summary/*.py)
+FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/test/*.ts frontend/*.html frontend/*.css frontend/*.mjs) \
+	frontend/package.json frontend/package-lock.json frontend/tsconfig.json $(GEN_SRC)
+# the generator runs under the venv's interpreter (it needs pydantic and numpy)
+NPM_ENV := PYTHON=$(abspath $(PY))
 
 .PHONY: setup frontend graphviz system-deps demo test lint bench
 
@@ -17,9 +22,10 @@ $(VENV)/.installed: pyproject.toml setup.py rtxviz/_native.c
 frontend/node_modules/.package-lock.json: frontend/package-lock.json
 	cd frontend && npm ci --no-audit --no-fund --loglevel=error
 
-# The viewer is built into the Python package's static folder (pip users need no Node).
-$(STATIC): frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
-	cd frontend && npm run build
+# The viewer is built into the Python package's static folder (pip users need no Node): generate the types,
+# type-check (tsc --noEmit), bundle.
+$(STATIC): $(VENV)/.installed frontend/node_modules/.package-lock.json $(FRONTEND_SRC)
+	cd frontend && $(NPM_ENV) npm run build
 
 setup: $(VENV)/.installed $(STATIC) graphviz
 
@@ -35,8 +41,9 @@ demo: setup
 	$(PY) examples/live_demo.py --serve
 
 # RTXVIZ_REQUIRE_NATIVE: here the compiled summaries must have been built (tests/events/test_stats.py checks)
+# `npm test` generates the types and runs `tsc --noEmit` (npm run typecheck) before the unit tests
 test: setup system-deps
-	cd frontend && npm test
+	cd frontend && $(NPM_ENV) npm test
 	RTXVIZ_REQUIRE_NATIVE=1 $(PY) -m pytest
 
 lint: setup

@@ -5,6 +5,7 @@ is optional: without it numpy does the same work in more passes.
 Everything else about the package is in pyproject.toml.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,11 @@ ROOT = Path(__file__).resolve().parent
 
 
 class BuildPyWithViewer(build_py):
-    """Build the viewer (`npm ci && npm run build` in frontend/) when its output is missing."""
+    """Build the viewer (`npm ci && npm run build` in frontend/) when its output is missing.
+
+    The build first generates the viewer's event types and gradient classes with scripts/gen_frontend.py, under
+    this interpreter (PYTHON): in a pip build that is the build environment's, which has pydantic and numpy from
+    pyproject.toml's build-system requires."""
 
     def run(self) -> None:
         if not (ROOT / "rtxviz" / "web" / "static" / "index.html").exists():
@@ -27,8 +32,12 @@ class BuildPyWithViewer(build_py):
             if shutil.which("npm") is None:
                 raise SystemExit("rtxviz: building the viewer needs Node.js >= 20 with npm (or run `make frontend` "
                                  "on a machine that has it, then build the wheel)")
+            if not (ROOT / "scripts" / "gen_frontend.py").exists():
+                raise SystemExit("rtxviz: the viewer is not built and scripts/gen_frontend.py is missing; build from "
+                                 "a checkout")
+            env = {**os.environ, "PYTHON": sys.executable}
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=frontend, check=True)
-            subprocess.run(["npm", "run", "build"], cwd=frontend, check=True)
+            subprocess.run(["npm", "run", "build"], cwd=frontend, check=True, env=env)
         super().run()
 
 

@@ -1,5 +1,6 @@
 // Build: bundles the app and the layout worker with esbuild into rtxviz/web/static/ (served at / by the server),
 // copies index.html and style.css. `--tests` instead bundles test/*.test.ts for `node --test`.
+// Run through `npm run build` / `npm test`, which first generate src/generated/ (gen.mjs) and type-check (tsc).
 import { build } from "esbuild";
 import { cpSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";

@@ -1,6 +1,18 @@
 // Talking to the server: REST under /api and the run's WebSocket. The token comes from ?token= in the page URL,
 // else from this tab's session storage, else a prompt when the server answers 401.
-import type { Ev, RunInfo } from "./types";
+import type { RunEvent } from "./generated/events";
+
+/** A run as the server lists it (GET /api/runs, the lobby WebSocket). */
+export interface RunInfo {
+  id: string;
+  name: string;
+  created?: number;
+  updated?: number;
+  status?: string;
+  n_events?: number;
+  dropped?: number;
+  last_step?: number | null;
+}
 
 export class Api {
   token: string | null;
@@ -39,13 +51,13 @@ export class Api {
   }
 
   /** Every event of one step (paged), for steps the page no longer holds. */
-  async stepEvents(runId: string, step: number): Promise<Ev[]> {
-    const out: Ev[] = [];
+  async stepEvents(runId: string, step: number): Promise<RunEvent[]> {
+    const out: RunEvent[] = [];
     let after = 0;
     for (;;) {
       const r = await this.get(`/api/runs/${encodeURIComponent(runId)}/events?step=${step}&after=${after}&limit=10000`);
       if (!r.ok) throw new Error(`events: ${r.status}`);
-      const page = (await r.json()) as { events: Ev[]; more: boolean; next_after: number | null };
+      const page = (await r.json()) as { events: RunEvent[]; more: boolean; next_after: number | null };
       out.push(...page.events);
       if (!page.more || page.next_after === null) return out;
       after = page.next_after;
@@ -63,7 +75,7 @@ export class Api {
 
 export type WsMessage =
   | { type: "hello"; v: number; run?: RunInfo; runs?: RunInfo[]; last_seq?: number }
-  | { type: "events"; run_id: string; first_seq: number; replay: boolean; events: Ev[] }
+  | { type: "events"; run_id: string; first_seq: number; replay: boolean; events: RunEvent[] }
   | { type: "runs"; run: RunInfo };
 
 /** A WebSocket that reconnects (resuming after the last seq it saw). */

@@ -1,10 +1,9 @@
-// Gradient norm -> class, colour and width. The legend is drawn from the same table.
-import type { Stats } from "./types";
+// Gradient norm -> class, colour and width. Thresholds, classes, colours, words and the ramp all come from
+// src/generated/summary.ts (rtxviz/summary/classes.py, the table the SVG drawings use); nothing is restated here.
+import type { Stats } from "./generated/events";
+import { EXPLODING, GRAD_CLASSES, RAMP, RAMP_LOG_MAX, RAMP_LOG_MIN, VANISHING, type GradClassName } from "./generated/summary";
 
-export const VANISHING = 1e-7;
-export const EXPLODING = 1e3;
-
-export type GradClass = "none" | "zero" | "vanishing" | "ok" | "exploding" | "nonfinite";
+export type GradClass = GradClassName;
 
 export function gradClass(s: Stats | null | undefined): GradClass {
   if (!s) return "none";
@@ -15,40 +14,25 @@ export function gradClass(s: Stats | null | undefined): GradClass {
   return "ok";
 }
 
-// A sequential, colour-blind-safe ramp (viridis stops) over log10(norm) from -7 to 3.
-const STOPS: [number, number, number][] = [
-  [68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37],
-];
-export const LOG_MIN = -7;
-export const LOG_MAX = 3;
-
-/** Position of a norm on the ramp, 0..1. */
+/** Position of a norm on the ramp, 0..1 (log10 scale from the vanishing to the exploding threshold). */
 export function rampT(norm: number): number {
   const l = Math.log10(Math.max(norm, 1e-30));
-  return Math.min(1, Math.max(0, (l - LOG_MIN) / (LOG_MAX - LOG_MIN)));
+  return Math.min(1, Math.max(0, (l - RAMP_LOG_MIN) / (RAMP_LOG_MAX - RAMP_LOG_MIN)));
 }
 
 export function rampColor(t: number): string {
-  const x = Math.min(1, Math.max(0, t)) * (STOPS.length - 1);
-  const i = Math.min(STOPS.length - 2, Math.floor(x));
+  const x = Math.min(1, Math.max(0, t)) * (RAMP.length - 1);
+  const i = Math.min(RAMP.length - 2, Math.floor(x));
   const f = x - i;
-  const c = STOPS[i].map((v, k) => Math.round(v + (STOPS[i + 1][k] - v) * f));
+  const c = RAMP[i].map((v, k) => Math.round(v + (RAMP[i + 1][k] - v) * f));
   return `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
 }
 
-export const CLASS_COLOR: Record<GradClass, string> = {
-  none: "#b8bcc4", // not computed yet: grey, dashed
-  zero: "#ffffff", // exactly zero: white, solid
-  vanishing: "#7b3294", // flagged
-  ok: "", // from the ramp
-  exploding: "#d7301f",
-  nonfinite: "#000000",
-};
-
+/** The colour of a gradient's edges and borders: the ramp's for "ok" norms, else its class's. */
 export function gradColor(s: Stats | null | undefined): string {
   const c = gradClass(s);
   if (c === "ok") return rampColor(rampT(s!.norm!));
-  return CLASS_COLOR[c];
+  return GRAD_CLASSES[c].colour;
 }
 
 /** Edge width in px: 1.5 (tiny) .. 7 (large). */
@@ -70,6 +54,6 @@ export function fmt(v: number | null | undefined, digits = 4): string {
 export function gradText(s: Stats | null | undefined): string {
   const c = gradClass(s);
   if (c === "none") return "grad: not computed yet";
-  if (c === "nonfinite") return `grad: NaN/Inf (${s!.nan ?? 0} NaN, ${s!.inf ?? 0} Inf)`;
+  if (c === "nonfinite") return `grad: ${GRAD_CLASSES.nonfinite.word} (${s!.nan ?? 0} NaN, ${s!.inf ?? 0} Inf)`;
   return `‖grad‖ = ${fmt(s!.norm)}`;
 }

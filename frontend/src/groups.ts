@@ -1,7 +1,7 @@
 // The visible graph: a step's nodes grouped by module path, groups collapsed or expanded, runs of identical
 // numbered blocks folded ("layers · Block × 12"), all within a budget of visible items. Pure data.
 import type { GNode, StepGraph } from "./state";
-import type { Stats } from "./types";
+import type { Stats } from "./generated/events";
 
 export type ItemType = "node" | "group" | "fold";
 

@@ -1,9 +1,10 @@
 // Side panels: inspector, legend, teaching step. Everything from events goes in as text.
-import { CLASS_COLOR, LOG_MAX, LOG_MIN, fmt, gradClass, gradText, rampColor } from "./colors";
+import { fmt, gradClass, gradColor, gradText, rampColor } from "./colors";
 import { clear, h } from "./dom";
+import { GRAD_CLASSES, GRAD_CLASS_ORDER, RAMP_LOG_MAX, RAMP_LOG_MIN, type GradClassName } from "./generated/summary";
 import type { VItem, Visible } from "./groups";
 import type { GNode, StepGraph } from "./state";
-import type { Stats } from "./types";
+import type { Stats } from "./generated/events";
 import { itemGrad, shapeText } from "./view";
 
 const bytes = (b: number | null): string =>
@@ -23,8 +24,19 @@ export function valuesBlock(vals: (number | null)[] | null | undefined, shape: n
   return h("pre", { class: cls }, lines.join("\n"));
 }
 
+/** A flag line in its class's colour (the class table's legend text by default). */
+function flag(c: GradClassName, text = GRAD_CLASSES[c].legend): HTMLElement {
+  const el = h("div", { class: `flag ${c}` }, text);
+  el.style.background = GRAD_CLASSES[c].colour;
+  return el;
+}
+
 export function statsBlock(s: Stats | null | undefined, title: string, cls: string): HTMLElement {
-  const box = h("div", { class: `stats ${cls} grad-${gradClass(s)}` }, h("div", { class: "stats-title" }, title));
+  const cl = gradClass(s);
+  const box = h("div", { class: `stats ${cls} grad-${cl}` }, h("div", { class: "stats-title" }, title));
+  box.style.borderLeftColor = gradColor(s);
+  const fill = GRAD_CLASSES[cl].fill;
+  if (fill) box.style.background = fill;
   if (!s) {
     box.append(h("div", { class: "muted" }, "not computed yet"));
     return box;
@@ -38,9 +50,7 @@ export function statsBlock(s: Stats | null | undefined, title: string, cls: stri
     row("mean", s.mean === undefined ? "—" : f(s.mean)), // absent: large, summarised without rtxviz._native
   );
   if ((s.nan ?? 0) || (s.inf ?? 0)) box.append(row("NaN / Inf", `${s.nan ?? 0} / ${s.inf ?? 0}`, "bad"));
-  const cl = gradClass(s);
-  if (cl === "vanishing") box.append(h("div", { class: "flag vanishing" }, "vanishing: norm < 1e-7"));
-  if (cl === "exploding") box.append(h("div", { class: "flag exploding" }, "exploding: norm > 1e3"));
+  if (cl === "vanishing" || cl === "exploding") box.append(flag(cl));
   const v = valuesBlock(s.values, s.shape, "values grad-values");
   if (v) box.append(v);
   return box;
@@ -89,7 +99,7 @@ export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGr
       "segment's input, so backward re-ran the segment's forward to get the values its gradient rules need."));
   }
   if (n.attrs && Object.keys(n.attrs).length) el.append(row("attrs", JSON.stringify(n.attrs).slice(0, 300)));
-  if (n.anomaly) el.append(h("div", { class: "flag nonfinite" }, `${n.origin ? "first NaN/Inf here: " : ""}${n.anomaly}`));
+  if (n.anomaly) el.append(flag("nonfinite", `${n.origin ? "first NaN/Inf here: " : ""}${n.anomaly}`));
   if (n.inputs.length && graph) {
     const list = h("div", { class: "inputs" });
     n.inputs.forEach((k, i) => {
@@ -110,20 +120,22 @@ export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGr
 export function renderLegend(el: HTMLElement): void {
   clear(el);
   const stops = Array.from({ length: 11 }, (_, i) => `${rampColor(i / 10)} ${i * 10}%`).join(", ");
-  el.append(h("div", { class: "legend-title" }, "gradient norm ‖g‖ (node border, edge colour and width)"));
+  el.append(h("div", { class: "legend-title" }, `${GRAD_CLASSES.ok.legend} (node border, edge colour and width)`));
   const bar = h("div", { class: "ramp" });
   bar.style.background = `linear-gradient(to right, ${stops})`;
-  el.append(bar, h("div", { class: "ramp-labels" }, h("span", {}, `1e${LOG_MIN}`), h("span", {}, "1e-2"), h("span", {}, `1e${LOG_MAX}`)));
-  const sw = (cls: string, color: string, text: string, dashed = false) => {
+  el.append(bar, h("div", { class: "ramp-labels" }, h("span", {}, `1e${RAMP_LOG_MIN}`),
+    h("span", {}, `1e${(RAMP_LOG_MIN + RAMP_LOG_MAX) / 2}`), h("span", {}, `1e${RAMP_LOG_MAX}`)));
+  const sw = (cls: string, color: string, text: string, dashed: string | null = null) => {
     const b = h("span", { class: `swatch ${cls}` });
     b.style.background = color;
-    if (dashed) b.style.border = "2px dashed #9aa0a8";
+    if (dashed) b.style.border = `2px dashed ${dashed}`;
     return h("span", { class: "legend-item" }, b, text);
   };
-  el.append(h("div", { class: "legend-items" },
-    sw("none", "#fff", "not computed yet", true), sw("zero", CLASS_COLOR.zero, "exactly 0"),
-    sw("vanishing", CLASS_COLOR.vanishing, "vanishing < 1e-7"), sw("exploding", CLASS_COLOR.exploding, "exploding > 1e3"),
-    sw("nonfinite", CLASS_COLOR.nonfinite, "NaN / Inf")));
+  // every class but "ok" (the ramp above), least to most alarming; "none" (not computed yet) is drawn dashed
+  el.append(h("div", { class: "legend-items" }, ...GRAD_CLASS_ORDER.filter((c) => c !== "ok").map((c) => {
+    const g = GRAD_CLASSES[c];
+    return c === "none" ? sw(c, g.fill ?? "transparent", g.legend, g.colour) : sw(c, g.colour, g.legend);
+  })));
   el.append(h("div", { class: "legend-items kinds" },
     sw("k-param", "#dbeafe", "parameter"), sw("k-input", "#dcfce7", "input"), sw("k-const", "#f1f5f9", "constant"),
     sw("k-op", "#ffffff", "op"), sw("k-output", "#ffedd5", "output / loss"), sw("k-group", "#ede9fe", "group (double-click)")));

@@ -1,6 +1,11 @@
 // Graph state: the events of one step reduced into nodes, leaves, gradients, checkpoint segments and cache
 // counters. Pure data (no DOM), so it is unit-tested under node and replayed for the timeline.
-import type { Ev, Ref, Stats } from "./types";
+// Event types come from src/generated/events.ts (the pydantic schema): core kinds are read through their types,
+// so a field the schema renames fails the build; `checkpoint` and `graph_cache` are generic (free fields).
+import {
+  asCore, asGeneric, type CoreRunEvent, type EventOf, type GenericRunEvent, type Ref, type RunEvent, type Stats,
+  type Stored,
+} from "./generated/events";
 
 export type NodeKind = "op" | "param" | "input" | "const";
 
@@ -86,20 +91,32 @@ export type LeafTable = Map<number, LeafInfo>;
 
 export type BackwardState = "none" | "running" | "done";
 
-function str(v: unknown): string | null {
+type Of<K extends CoreRunEvent["kind"]> = Stored<EventOf<K>>;
+
+// Readers for typed fields: the parameter types follow the schema (a field whose type changes fails the build),
+// and a value that is absent or of another type at run time still reads as null.
+function str(v: string | null | undefined): string | null {
   return typeof v === "string" ? v : null;
 }
-function num(v: unknown): number | null {
+function num(v: number | null | undefined): number | null {
   return typeof v === "number" ? v : null;
 }
-function arr<T>(v: unknown): T[] | null {
+function arr<T>(v: readonly T[] | null | undefined): T[] | null {
   return Array.isArray(v) ? (v as T[]) : null;
+}
+// ... and for the free fields of generic events
+function anyStr(v: unknown): string | null {
+  return typeof v === "string" ? v : null;
+}
+function anyNum(v: unknown): number | null {
+  return typeof v === "number" ? v : null;
 }
 
 /** Cache events: the engine emits kind `graph_cache` with `action` = capture | hit | miss | evict. */
-export function cacheKind(ev: Ev): "hit" | "miss" | "evict" | null {
-  if (ev.kind !== "graph_cache") return null;
-  const w = str(ev.action);
+export function cacheKind(ev: RunEvent): "hit" | "miss" | "evict" | null {
+  const g = asGeneric(ev);
+  if (!g || g.kind !== "graph_cache") return null;
+  const w = anyStr(g.action);
   if (w === "hit" || w === "miss" || w === "evict") return w;
   return null;
 }
@@ -135,9 +152,11 @@ export class StepGraph {
   }
 
   /** Apply one event; returns whether anything visible changed. */
-  apply(ev: Ev): boolean {
+  apply(event: RunEvent): boolean {
     this.applied++;
     this.version++;
+    const ev = asCore(event);
+    if (!ev) return this.applyGeneric(event as GenericRunEvent);
     switch (ev.kind) {
       case "node":
         this.addNode(ev);
@@ -148,7 +167,7 @@ export class StepGraph {
         const key = this.byLeafId.get(num(ev.leaf) ?? -1);
         const n = key ? this.nodes.get(key) : undefined;
         if (!n) return false;
-        n.grad = (ev.stats as Stats) ?? null;
+        n.grad = ev.stats ?? null;
         if (n.gradOrder < 0) n.gradOrder = this.gradSteps.length;
         return true;
       }
@@ -157,7 +176,7 @@ export class StepGraph {
         this.backward = "running";
         // the inner backward of a recomputed segment has the segment's output as root, not the loss
         if (this.recomputeSeg || this.backwardDepth > 1) return true;
-        for (const r of arr<Ref>(ev.roots) ?? []) {
+        for (const r of arr(ev.roots) ?? []) {
           const k = this.refKey(r);
           const n = k ? this.nodes.get(k) : undefined;
           if (n) n.isRoot = true;
@@ -168,8 +187,6 @@ export class StepGraph {
         this.backwardDepth = Math.max(0, this.backwardDepth - 1);
         if (this.backwardDepth === 0) this.backward = "done";
         return true;
-      case "checkpoint":
-        return this.checkpoint(ev);
       case "anomaly": {
         const nid = num(ev.node);
         const key = nid !== null ? this.byNodeId.get(nid) ?? null : null;
@@ -188,16 +205,21 @@ export class StepGraph {
         }
         return true;
       }
-      default: {
-        const c = cacheKind(ev);
-        if (c === null) return false;
-        if (c === "hit") this.cache.hits++;
-        else if (c === "miss") this.cache.misses++;
-        else this.cache.evictions++;
-        this.cache.last = c;
-        return true;
-      }
+      default:
+        return false;
     }
+  }
+
+  /** The engine's `checkpoint` and `graph_cache` events (not modelled in the schema: free fields). */
+  private applyGeneric(ev: GenericRunEvent): boolean {
+    if (ev.kind === "checkpoint") return this.checkpoint(ev);
+    const c = cacheKind(ev);
+    if (c === null) return false;
+    if (c === "hit") this.cache.hits++;
+    else if (c === "miss") this.cache.misses++;
+    else this.cache.evictions++;
+    this.cache.last = c;
+    return true;
   }
 
   refKey(r: Ref | null | undefined): string | null {
@@ -249,7 +271,7 @@ export class StepGraph {
     return data[k] ?? null;
   }
 
-  private addNode(ev: Ev): void {
+  private addNode(ev: Of<"node">): void {
     const id = num(ev.id) ?? -1;
     const op = str(ev.op) ?? "?";
     const module = str(ev.module);
@@ -258,7 +280,7 @@ export class StepGraph {
     const ord = (this.ordinals.get(base) ?? 0) + 1;
     this.ordinals.set(base, ord);
     const key = `${base}|${ord}`;
-    const refs = arr<Ref>(ev.inputs) ?? [];
+    const refs = arr(ev.inputs) ?? [];
     const inputs = refs.map((r, i) => {
       if (r && typeof r.node === "number") return this.byNodeId.get(r.node) ?? "";
       if (r && typeof r.leaf === "number") return this.addLeaf(r.leaf, key, i, module);
@@ -286,24 +308,24 @@ export class StepGraph {
     this.structureVersion++;
   }
 
-  private addGrad(ev: Ev): boolean {
+  private addGrad(ev: Of<"grad">): boolean {
     const key = this.byNodeId.get(num(ev.node) ?? -1);
     const n = key ? this.nodes.get(key) : undefined;
     if (!n || !key) return false;
-    n.grad = (ev.output as Stats) ?? null;
-    n.inGrads = arr<Stats | null>(ev.inputs);
+    n.grad = ev.output ?? null;
+    n.inGrads = arr(ev.inputs);
     n.gradOrder = this.gradSteps.length;
     this.gradSteps.push({ key, index: this.applied - 1 });
     return true;
   }
 
-  private checkpoint(ev: Ev): boolean {
-    const phase = str(ev.phase);
-    const id = num(ev.segment) ?? -1;
+  private checkpoint(ev: GenericRunEvent): boolean {
+    const phase = anyStr(ev.phase);
+    const id = anyNum(ev.segment) ?? -1;
     let seg = this.segById.get(id);
     if (phase === "begin") {
       seg = {
-        ordinal: this.segments.length + 1, id, name: str(ev.name) ?? "segment", state: "forward", ops: 0,
+        ordinal: this.segments.length + 1, id, name: anyStr(ev.name) ?? "segment", state: "forward", ops: 0,
         savedBytes: 0, nodeKey: null,
       };
       this.segments.push(seg);
@@ -314,8 +336,8 @@ export class StepGraph {
     if (!seg) return false;
     if (phase === "end") {
       seg.state = "saved";
-      seg.ops = num(ev.ops) ?? seg.ops;
-      seg.savedBytes = num(ev.saved_bytes) ?? 0;
+      seg.ops = anyNum(ev.ops) ?? seg.ops;
+      seg.savedBytes = anyNum(ev.saved_bytes) ?? 0;
       if (this.forwardSeg === seg) this.forwardSeg = null;
     } else if (phase === "recompute_begin") {
       seg.state = "recomputing";
@@ -330,24 +352,24 @@ export class StepGraph {
 }
 
 /** The leaf table update for a `leaf` event (run level). */
-export function leafFromEvent(ev: Ev): LeafInfo {
+export function leafFromEvent(ev: Of<"leaf">): LeafInfo {
   return {
     id: num(ev.id) ?? -1,
     name: str(ev.name),
-    shape: arr<number>(ev.shape) ?? [],
+    shape: arr(ev.shape) ?? [],
     dtype: str(ev.dtype) ?? "?",
     device: str(ev.device) ?? "?",
     requiresGrad: ev.requires_grad === true,
     param: ev.param === true,
-    values: arr<number | null>(ev.values),
+    values: arr(ev.values),
   };
 }
 
 export const stepKey = (step: number | null | undefined): string => (typeof step === "number" ? String(step) : "-");
 
-interface StepRecord {
+export interface StepRecord {
   step: number | null;
-  events: Ev[];
+  events: RunEvent[];
   graph: StepGraph;
   firstSeq: number;
   complete: boolean;
@@ -370,32 +392,34 @@ export class RunModel {
   constructor(public keepSteps = 4) {}
 
   /** Apply one event; returns the key of the step it went to (or null for run-level events). */
-  apply(ev: Ev): string | null {
+  apply(ev: RunEvent): string | null {
     this.eventCount++;
     if (typeof ev.seq === "number") this.lastSeq = Math.max(this.lastSeq, ev.seq);
-    switch (ev.kind) {
+    const core = asCore(ev);
+    switch (core?.kind) {
       case "leaf": {
-        const l = leafFromEvent(ev);
+        const l = leafFromEvent(core);
         this.leaves.set(l.id, l);
         return null;
       }
       case "run_start":
-        this.name = str(ev.name) ?? this.name;
+        this.name = str(core.name) ?? this.name;
         return null;
       case "run_end":
         this.ended = true;
         return null;
       case "dropped":
-        this.dropped = num(ev.total) ?? this.dropped;
+        this.dropped = num(core.total) ?? this.dropped;
         return null;
     }
-    const c = cacheKind(ev);
-    if (c) {
+    const g = asGeneric(ev);
+    const c = g ? cacheKind(g) : null;
+    if (g && c) {
       if (c === "hit") this.totals.hits++;
       else if (c === "miss") this.totals.misses++;
       else this.totals.evictions++;
       this.totals.last = c;
-      this.lastCache = { action: c, fn: str(ev.fn), key: str(ev.key), ops: num(ev.ops), step: typeof ev.step === "number" ? ev.step : null };
+      this.lastCache = { action: c, fn: anyStr(g.fn), key: anyStr(g.key), ops: anyNum(g.ops), step: typeof g.step === "number" ? g.step : null };
     }
     const key = stepKey(ev.step);
     let rec = this.steps.get(key);
@@ -452,13 +476,14 @@ export class RunModel {
   }
 
   /** Put a step fetched from the server (older than what is kept) in place. */
-  loadStep(step: number | null, events: Ev[]): string {
+  loadStep(step: number | null, events: RunEvent[]): string {
     const key = stepKey(step);
     const rec: StepRecord = {
       step, events: [], graph: new StepGraph(step, this.leaves), firstSeq: events[0]?.seq ?? 0, complete: true,
     };
     for (const ev of events) {
-      if (ev.kind === "leaf") this.leaves.set(num(ev.id) ?? -1, leafFromEvent(ev));
+      const core = asCore(ev);
+      if (core?.kind === "leaf") this.leaves.set(num(core.id) ?? -1, leafFromEvent(core));
       rec.events.push(ev);
       rec.graph.apply(ev);
     }

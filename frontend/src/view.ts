@@ -1,11 +1,12 @@
 // The SVG graph view. One <g> holds everything and pan/zoom transform only that group. Elements are kept per
 // visible id and touched only when what they show changes.
 import { gradClass, gradColor, gradWidth, fmt } from "./colors";
+import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
 import type { GNode, Segment, StepGraph } from "./state";
-import type { Stats } from "./types";
+import type { Stats } from "./generated/events";
 
 interface NodeEl extends SVGGElement { _sig?: string; _pos?: string }
 interface EdgeEl extends SVGPathElement { _sig?: string }
@@ -166,8 +167,7 @@ export class GraphView {
       `${this.focus === it.vid ? " focus" : ""}${flags.map((f) => " " + f).join("")}`;
     const title = n ? nodeTitle(n) : it.label;
     const sub = n ? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
-    const badge = gc === "nonfinite" ? "NaN/Inf" : gc === "vanishing" ? "vanishing" : gc === "exploding" ? "exploding" :
-      gc === "zero" ? "grad 0" : gc === "none" ? "" : `‖g‖ ${fmt(grad!.norm, 2)}`;
+    const badge = gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : GRAD_CLASSES[gc].word; // "none" has no word: no badge
     const colour = gradColor(grad);
     const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}`;
     const posKey = `${p.x},${p.y}`;
@@ -190,10 +190,9 @@ export class GraphView {
     el.dataset.kind = kind;
     if (n) el.dataset.key = n.key; else delete el.dataset.key;
     while (el.firstChild) el.removeChild(el.firstChild);
-    const stroke = gc === "none" ? "#9aa0a8" : colour === "#ffffff" ? "#555" : colour;
     el.append(s("rect", {
       class: "body", width: NODE_W, height: NODE_H, rx: n && n.kind !== "op" ? 20 : 6,
-      stroke, "stroke-width": gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
+      stroke: colour, "stroke-width": gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
       "stroke-dasharray": gc === "none" ? "5 4" : null,
     }));
     if (it.type !== "node") el.append(s("rect", { class: "stack", x: 4, y: -4, width: NODE_W, height: NODE_H, rx: 6 }));
@@ -204,7 +203,7 @@ export class GraphView {
     el.append(t1, t2, s("title", {}, tip));
     if (badge) {
       // above the node's top edge, so it never sits on the title
-      el.append(s("rect", { class: `badge badge-${gc}`, x: NODE_W - 66, y: -15, width: 70, height: 14, rx: 7, fill: gc === "ok" ? colour : null }));
+      el.append(s("rect", { class: `badge badge-${gc}`, x: NODE_W - 66, y: -15, width: 70, height: 14, rx: 7, fill: colour }));
       el.append(s("text", { class: `badge-text badge-${gc}`, x: NODE_W - 31, y: -4.5 }, badge));
     }
     if (it.type !== "node" && it.count) {
@@ -214,7 +213,7 @@ export class GraphView {
 
   private drawEdge(id: string, e: VEdge, a: Pos, b: Pos): void {
     const gc = gradClass(e.grad);
-    const colour = gc === "none" ? "#b8bcc4" : gc === "zero" ? "#6b7280" : gradColor(e.grad);
+    const colour = gradColor(e.grad);
     const w = gradWidth(e.grad);
     const x1 = a.x, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y - NODE_H / 2 - 2;
     const dy = Math.max(20, (y2 - y1) / 2);

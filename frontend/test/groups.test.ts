@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { buildGroups, computeVisible, findFolds } from "../src/groups";
 import { StepGraph } from "../src/state";
-import type { Ev } from "../src/types";
+import type { RunEvent as Ev } from "../src/generated/events";
 
 const node = (id: number, op: string, inputs: unknown[], module: string | null): Ev =>
   ({ v: 1, kind: "node", t: 0, step: 0, id, op, inputs, shape: [4], dtype: "float32", device: "cpu", module });

@@ -4,7 +4,7 @@ import { computeVisible } from "../src/groups";
 import { COL, NODE_H, NODE_W, Placement, RC_DX, RC_ROW, ROW, expandLayout, layoutInput, segmentRegions } from "../src/place";
 import { layoutGraph } from "../src/worker";
 import { StepGraph } from "../src/state";
-import type { Ev } from "../src/types";
+import type { RunEvent as Ev } from "../src/generated/events";
 import { gradClass, gradColor, gradWidth, rampColor } from "../src/colors";
 
 const node = (id: number, op: string, inputs: unknown[]): Ev =>

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { RunModel, StepGraph, cacheBadgeText, cacheKind } from "../src/state";
-import type { Ev } from "../src/types";
+import type { RunEvent as Ev } from "../src/generated/events";
 
 const ev = (kind: string, fields: Record<string, unknown> = {}, step: number | null = 0): Ev => ({ v: 1, kind, t: 0, step, ...fields });
 const leaf = (id: number, name: string | null, extra: Record<string, unknown> = {}) =>

@@ -1,0 +1,133 @@
+// The graph pane: what is visible (groups collapsed within the node budget), where it goes (the incremental
+// placement, replaced by the worker's layout when it lands), the SVG view, and the toolbar that acts on them.
+import { $, h } from "./dom";
+import { params } from "./env";
+import { computeVisible, type VItem, type ViewChoices, type Visible } from "./groups";
+import { LayoutRunner } from "./layout";
+import type { Metrics } from "./metrics";
+import { Placement, type Pos } from "./place";
+import type { StepGraph } from "./state";
+import { GraphView, svgDocument } from "./view";
+
+export interface GraphHooks {
+  /** The graph the pane shows (the shown step). */
+  graph(): StepGraph | null;
+  /** Redraw everything (the budget or the groups changed). */
+  draw(): void;
+  /** The exported SVG's title. */
+  title(): string;
+  status(text: string): void;
+}
+
+export class GraphPane {
+  readonly view: GraphView;
+  readonly layout: LayoutRunner;
+  readonly choices: ViewChoices = { budget: Number(params.get("budget") ?? 300), expanded: new Set(), collapsed: new Set() };
+  place = new Placement();
+  visible: Visible | null = null;
+  /** The structure to draw changed (another step, a group opened): draw even without new events. */
+  dirty = true;
+  private fitted = false;
+  private readonly startedAt = performance.now();
+
+  constructor(private metrics: Metrics, private hooks: GraphHooks) {
+    this.view = new GraphView($("#graph-wrap"));
+    this.layout = new LayoutRunner(metrics, () => this.visible, (pos) => this.adopt(pos), hooks.status);
+    this.bindToolbar();
+  }
+
+  /** A new run: nothing placed, fitted or laid out yet. */
+  reset(): void {
+    this.place = new Placement();
+    this.visible = null;
+    this.fitted = false;
+    this.layout.forget();
+  }
+
+  /** Compute what is visible of `g`, place and draw it; the first time there is something, fit it in view. */
+  draw(g: StepGraph, ghost: StepGraph | null, selected: string | null): Visible {
+    const v = computeVisible(g, this.choices, ghost);
+    this.visible = v;
+    this.place.place(v);
+    this.view.selected = selected;
+    this.view.render(v, this.place, g);
+    this.dirty = false;
+    if (!this.fitted && v.items.size) {
+      this.view.fit(this.place.bounds(v));
+      this.fitted = true;
+    }
+    if (this.metrics.firstRenderMs === null && v.items.size) this.metrics.firstRenderMs = performance.now() - this.startedAt;
+    return v;
+  }
+
+  /** Draw the visible items again where they are (the selection or the positions changed). */
+  redraw(): void {
+    const g = this.hooks.graph();
+    if (this.visible && g) this.view.render(this.visible, this.place, g);
+  }
+
+  /** The representative on screen of a node key (its group when collapsed). */
+  vidOf(key: string): string {
+    return this.visible?.rep.get(key) ?? key;
+  }
+
+  item(vid: string): VItem | null {
+    return this.visible?.items.get(vid) ?? null;
+  }
+
+  /** Open a group, or unfold a run of blocks. */
+  expand(it: VItem): void {
+    const id = it.type === "fold" ? it.vid : it.path!;
+    if (it.type === "group" || it.type === "fold") {
+      this.choices.collapsed.delete(id);
+      this.choices.expanded.add(id);
+    }
+  }
+
+  private adopt(pos: Record<string, Pos>): void {
+    this.place.adopt(pos);
+    const g = this.hooks.graph();
+    if (this.visible && g) {
+      this.view.render(this.visible, this.place, g);
+      if (this.metrics.layouts === 1) this.view.fit(this.place.bounds(this.visible));
+    }
+  }
+
+  private collapseAll(): void {
+    this.choices.expanded.clear();
+    if (this.visible) for (const p of this.visible.groups.keys()) if (!p.includes(".")) this.choices.collapsed.add(p);
+    this.hooks.draw();
+  }
+
+  private expandAll(): void {
+    this.choices.collapsed.clear();
+    if (this.visible) for (const p of this.visible.groups.keys()) this.choices.expanded.add(p);
+    this.hooks.draw();
+  }
+
+  /** The shown graph as a standalone SVG file (download). */
+  private exportSvg(): void {
+    if (!this.visible) return;
+    const step = this.hooks.graph()?.step;
+    const text = svgDocument(this.view.svg, this.place.bounds(this.visible), this.hooks.title());
+    const a = h("a", { href: URL.createObjectURL(new Blob([text], { type: "image/svg+xml" })), download: `rtxviz-step-${step ?? "graph"}.svg` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  }
+
+  private bindToolbar(): void {
+    $("#fit-btn").addEventListener("click", () => this.visible && this.view.fit(this.place.bounds(this.visible)));
+    $("#collapse-btn").addEventListener("click", () => this.collapseAll());
+    $("#expand-btn").addEventListener("click", () => this.expandAll());
+    $("#svg-btn").addEventListener("click", () => this.exportSvg());
+    const budget = $("#budget") as HTMLSelectElement;
+    for (const b of [100, 300, 1000, 5000]) budget.append(h("option", { value: String(b) }, `${b}`));
+    budget.value = String(this.choices.budget);
+    if (budget.value !== String(this.choices.budget)) {
+      budget.append(h("option", { value: String(this.choices.budget) }, String(this.choices.budget)));
+      budget.value = String(this.choices.budget);
+    }
+    budget.addEventListener("change", () => { this.choices.budget = Number(budget.value); this.hooks.draw(); });
+  }
+}

@@ -1,0 +1,169 @@
+// Which step is shown and how far into it: following the newest events (live), the step picker (older steps are
+// fetched), the timeline's scrubber and play/pause.
+import { $, clear, h } from "./dom";
+import type { RunEvent } from "./generated/events";
+import type { RunModel, StepGraph, StepRecord } from "./state";
+
+const SPEEDS = [0.25, 1, 4, 16];
+const BASE_RATE = 12; // events per second at 1x
+
+export interface HistoryHooks {
+  draw(): void;
+  /** The shown structure changed: draw even without new events. */
+  invalidate(): void;
+  queueFrame(): void;
+  stopTeaching(): void;
+  /** Every event of an older step, from the server (or the exported page). */
+  fetchStep(step: number): Promise<RunEvent[]>;
+}
+
+export class History {
+  model: RunModel | null = null;
+  /** The shown step's key, and its graph (the whole step, or its first `cursor` events when not live). */
+  key: string | null = null;
+  graph: StepGraph | null = null;
+  live = true; // follow the newest events
+  cursor = 0; // events of the shown step applied (when not live)
+  playing = false;
+  private speed = 1;
+  private playTimer: number | null = null;
+
+  constructor(private hooks: HistoryHooks) {
+    const slider = $("#scrub") as HTMLInputElement;
+    slider.addEventListener("input", () => { this.setPlaying(false); this.seek(Number(slider.value)); });
+    $("#live-btn").addEventListener("click", () => this.goLive());
+    $("#play-btn").addEventListener("click", () => this.setPlaying(!this.playing));
+    const speed = $("#speed") as HTMLSelectElement;
+    for (const s of SPEEDS) speed.append(h("option", { value: String(s) }, `${s}×`));
+    speed.value = "1";
+    speed.addEventListener("change", () => { this.speed = Number(speed.value); });
+    const stepSel = $("#step-select") as HTMLSelectElement;
+    stepSel.addEventListener("change", () => void this.pickStep(stepSel.value));
+  }
+
+  /** The exported page has no live stream: "live" is its latest step. */
+  exported(): void {
+    $("#live-btn").textContent = "latest step";
+  }
+
+  /** A new run: nothing shown yet, following it live. */
+  reset(model: RunModel): void {
+    this.model = model;
+    this.key = null;
+    this.graph = null;
+    this.live = true;
+  }
+
+  record(): StepRecord | undefined {
+    return this.key && this.model ? this.model.record(this.key) : undefined;
+  }
+
+  /** When live, show the newest step that has a graph (else the newest step), all of it. */
+  follow(): void {
+    const model = this.model;
+    if (!this.live || !model) return;
+    const key = model.latestWithNodes() ?? model.latestKey();
+    if (!key) return;
+    const rec = model.record(key)!;
+    if (key !== this.key) this.hooks.invalidate();
+    this.key = key;
+    this.graph = rec.graph;
+    this.cursor = rec.events.length;
+  }
+
+  /** The previous step's graph, drawn faintly under a step that is still streaming in. */
+  ghost(): StepGraph | null {
+    const model = this.model;
+    if (!model || !this.live || !this.key) return null;
+    const rec = model.record(this.key);
+    if (!rec || rec.complete) return null;
+    const i = model.order.indexOf(this.key);
+    for (let j = i - 1; j >= 0; j--) {
+      const g = model.record(model.order[j])!.graph;
+      if (g.nodes.size) return g;
+    }
+    return null;
+  }
+
+  /** Show the shown step as it was after its first `count` events. */
+  seek(count: number): void {
+    if (!this.model || !this.key) return;
+    this.live = false;
+    const rec = this.model.record(this.key);
+    if (!rec) return;
+    this.cursor = Math.max(0, Math.min(count, rec.events.length));
+    this.graph = this.model.replay(this.key, this.cursor);
+    this.hooks.draw();
+  }
+
+  goLive(): void {
+    this.live = true;
+    this.setPlaying(false);
+    this.hooks.stopTeaching();
+    ($("#step-select") as HTMLSelectElement).value = "live";
+    this.hooks.invalidate();
+    this.hooks.queueFrame();
+  }
+
+  setPlaying(on: boolean): void {
+    this.playing = on;
+    $("#play-btn").textContent = on ? "❚❚ pause" : "▶ play";
+    if (this.playTimer !== null) { clearInterval(this.playTimer); this.playTimer = null; }
+    if (!on) return;
+    if (this.live) this.seek(0);
+    let acc = 0;
+    this.playTimer = window.setInterval(() => {
+      acc += (BASE_RATE * this.speed) / 20;
+      const k = Math.floor(acc);
+      if (!k) return;
+      acc -= k;
+      const rec = this.key ? this.model?.record(this.key) : undefined;
+      if (!rec || this.cursor >= rec.events.length) { this.setPlaying(false); return; }
+      this.seek(this.cursor + k);
+    }, 50);
+  }
+
+  private async pickStep(value: string): Promise<void> {
+    if (value === "live" || !this.model) { this.goLive(); return; }
+    const step = Number(value);
+    let key = String(step);
+    if (!this.model.record(key)) {
+      const evs = await this.hooks.fetchStep(step);
+      key = this.model.loadStep(step, evs);
+    }
+    this.live = false;
+    this.key = key;
+    const rec = this.model.record(key)!;
+    this.cursor = rec.events.length;
+    this.graph = rec.graph;
+    this.hooks.invalidate();
+    this.hooks.draw();
+  }
+
+  /** The timeline under the graph: the scrubber and its label. */
+  render(): void {
+    const rec = this.record();
+    const n = rec ? rec.events.length : 0;
+    const slider = $("#scrub") as HTMLInputElement;
+    slider.max = String(n);
+    slider.value = String(this.live ? n : this.cursor);
+    const ev = rec && this.cursor > 0 ? rec.events[Math.min(this.cursor, n) - 1] : undefined;
+    $("#scrub-label").textContent = `${this.live ? n : this.cursor} / ${n} events${ev ? ` · last: ${ev.kind}` : ""}`;
+    $("#live-btn").classList.toggle("on", this.live);
+  }
+
+  /** The step picker's options (the newest 300 steps), rebuilt when a step was added. */
+  renderPicker(g: StepGraph): void {
+    const model = this.model;
+    if (!model) return;
+    const sel = $("#step-select") as HTMLSelectElement;
+    const steps = model.allSteps.filter((s): s is number => s !== null).slice(-300);
+    if (sel.dataset.n !== String(model.allSteps.length)) {
+      sel.dataset.n = String(model.allSteps.length);
+      clear(sel);
+      sel.append(h("option", { value: "live" }, "newest (live)"));
+      for (const s of steps.reverse()) sel.append(h("option", { value: String(s) }, `step ${s}`));
+      sel.value = this.live ? "live" : String(g.step ?? "live");
+    }
+  }
+}

@@ -1,0 +1,30 @@
+// The selection and the inspector panel: what the clicked node (or group) is, its values and gradients.
+import { $ } from "./dom";
+import type { GraphPane } from "./graph";
+import type { VItem } from "./groups";
+import { renderInspector } from "./panels";
+import type { StepGraph } from "./state";
+
+export class Inspector {
+  /** The selected visible id, or null. */
+  selected: string | null = null;
+
+  constructor(private pane: GraphPane, private graph: () => StepGraph | null, private toggle: (it: VItem) => void) {}
+
+  select(vid: string): void {
+    this.selected = vid;
+    this.pane.view.selected = vid;
+    this.pane.redraw();
+    this.render();
+  }
+
+  /** Select a node by its key (its group, when it is collapsed). */
+  selectKey(key: string): void {
+    this.select(this.pane.vidOf(key));
+  }
+
+  render(): void {
+    const it = this.selected ? this.pane.item(this.selected) : null;
+    renderInspector($("#inspector-body"), it, this.graph(), (x) => this.toggle(x), (k) => this.selectKey(k));
+  }
+}
