@@ -32,9 +32,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rtxviz import Variable  # noqa: E402
-from rtxviz.engine.checkpoint import CheckpointStrategy, checkpoint_sequential  # noqa: E402
-from rtxviz.engine.memory import memory_stats, reset_peak_memory_stats  # noqa: E402
+from rtxviz import Variable
+from rtxviz.engine.checkpoint import CheckpointStrategy, checkpoint_sequential
+from rtxviz.engine.memory import memory_stats, reset_peak_memory_stats
 
 N_LAYERS, WIDTH, BATCH = 32, 1024, 256
 DEFAULT_TORCH_PYTHON = os.environ.get("RTXVIZ_TORCH_PYTHON", "/tmp/torchvenv/bin/python")

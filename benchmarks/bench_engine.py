@@ -14,10 +14,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import compare  # noqa: E402
+from harness import compare
 
-import rtxviz  # noqa: E402
-from rtxviz import Tensor, Variable, no_grad  # noqa: E402
+import rtxviz
+from rtxviz import Tensor, Variable, no_grad
 
 
 def leaf(array: np.ndarray) -> Variable:

@@ -32,7 +32,7 @@ from pathlib import Path
 # sender thread turn a 5 ms step into 30-80 ms of spinning, which measures the machine, not the stream.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 # RTXVIZ_BENCH_ROOT: measure another checkout (e.g. an exported older commit) with this same script
 ROOT = Path(os.environ.get("RTXVIZ_BENCH_ROOT") or Path(__file__).resolve().parent.parent)
@@ -42,7 +42,7 @@ import rtxviz.events as events  # noqa: E402
 from rtxviz import (  # noqa: E402
     Tensor,
     Variable,
-    nn,  # noqa: E402
+    nn,
 )
 from rtxviz.engine import backward as _backward  # noqa: E402
 from rtxviz.engine import graph as _graph  # noqa: E402
@@ -120,7 +120,7 @@ def _strip_hooks(fn):
             continue
         out.append(line)
     namespace = dict(fn.__globals__)
-    exec(compile("\n".join(out), f"<stripped {fn.__name__}>", "exec"), namespace)  # noqa: S102
+    exec(compile("\n".join(out), f"<stripped {fn.__name__}>", "exec"), namespace)
     return namespace[fn.__name__]
 
 

@@ -20,11 +20,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import time_samples  # noqa: E402
+from harness import time_samples
 
-from rtxviz import Tensor, Variable  # noqa: E402
-from rtxviz.engine.cache import cache_graph, init_graph_cache  # noqa: E402
-from rtxviz.engine.ops.nn import cross_entropy  # noqa: E402
+from rtxviz import Tensor, Variable
+from rtxviz.engine.cache import cache_graph, init_graph_cache
+from rtxviz.engine.ops.nn import cross_entropy
 
 LR = 0.01
 

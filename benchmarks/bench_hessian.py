@@ -24,8 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rtxviz import Tensor  # noqa: E402
-from rtxviz.engine.functional import HessianComputer  # noqa: E402
+from rtxviz import Tensor
+from rtxviz.engine.functional import HessianComputer
 
 N = 64
 

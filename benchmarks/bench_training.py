@@ -46,7 +46,7 @@ import harness  # noqa: E402
 
 import rtxviz  # noqa: E402
 from rtxviz import Tensor, Variable, nn, optim  # noqa: E402
-from rtxviz.nn import functional as F  # noqa: E402, N812
+from rtxviz.nn import functional as F  # noqa: E402
 
 
 def _labels(n: int, rng: np.random.Generator) -> Tensor:

@@ -82,7 +82,7 @@ def start_torch(python: str | None) -> TorchWorker | None:
         return None
     try:
         worker = TorchWorker(python)
-    except Exception as exc:  # noqa: BLE001 - report and go on without the comparison
+    except Exception as exc:
         print(f"# PyTorch side skipped: {exc}")
         return None
     print(f"# PyTorch {worker.version} in {python}")

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 from torch_workloads import _grads_none, serve, workload
 
 torch.set_num_threads(int(os.environ.get("RTXVIZ_BENCH_THREADS", "2")))  # as bench_training.py asks
@@ -59,18 +59,18 @@ def conv_train() -> tuple:
 @workload("transformer_block")
 def transformer_block() -> tuple:
     torch.manual_seed(0)
-    B, T, D, H, FF = 8, 128, 256, 4, 1024  # noqa: N806
+    B, T, D, H, FF = 8, 128, 256, 4, 1024
     dh = D // H
 
     def lin(i: int, o: int) -> list:
         return [(torch.randn(i, o) / math.sqrt(i)).requires_grad_(), torch.zeros(o).requires_grad_()]
 
-    Wq, bq = lin(D, D)  # noqa: N806
-    Wk, bk = lin(D, D)  # noqa: N806
-    Wv, bv = lin(D, D)  # noqa: N806
-    Wo, bo = lin(D, D)  # noqa: N806
-    W1, b1 = lin(D, FF)  # noqa: N806
-    W2, b2 = lin(FF, D)  # noqa: N806
+    Wq, bq = lin(D, D)
+    Wk, bk = lin(D, D)
+    Wv, bv = lin(D, D)
+    Wo, bo = lin(D, D)
+    W1, b1 = lin(D, FF)
+    W2, b2 = lin(FF, D)
     g1, be1 = torch.ones(D, requires_grad=True), torch.zeros(D, requires_grad=True)
     g2, be2 = torch.ones(D, requires_grad=True), torch.zeros(D, requires_grad=True)
     params = [Wq, bq, Wk, bk, Wv, bv, Wo, bo, W1, b1, W2, b2, g1, be1, g2, be2]

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 from harness import time_samples
 
 torch.set_num_threads(2)
@@ -125,7 +125,7 @@ def serve() -> None:
             calls = spec[2] if len(spec) > 2 else 1
             samples = time_samples(fn, setup, req["min_time"], calls_per_sample=calls)
             print(json.dumps({"samples": samples}), flush=True)
-        except Exception as exc:  # noqa: BLE001 - report to the parent
+        except Exception as exc:
             print(json.dumps({"error": f"{name}: {type(exc).__name__}: {exc}"}), flush=True)
 
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # tiny matrices: BLAS threads only add contention
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import rtxviz  # noqa: E402
-from rtxviz import CheckpointStrategy, Tensor, nn, optim  # noqa: E402
-from rtxviz.data import DataLoader, TensorDataset, load_digits  # noqa: E402
+import rtxviz
+from rtxviz import CheckpointStrategy, Tensor, nn, optim
+from rtxviz.data import DataLoader, TensorDataset, load_digits
 
 
 class DigitsMLP(nn.Module):

@@ -18,11 +18,11 @@ from typing import Any
 # 64x128 product up to 1000x slower; one thread unless the caller says otherwise (set before numpy loads).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import rtxviz  # noqa: E402
-from rtxviz import Tensor, nn, no_grad, optim  # noqa: E402
-from rtxviz.data import DataLoader, TensorDataset, load_digits  # noqa: E402
+import rtxviz
+from rtxviz import Tensor, nn, no_grad, optim
+from rtxviz.data import DataLoader, TensorDataset, load_digits
 
 
 def bar(done: int, total: int, width: int = 24) -> str:

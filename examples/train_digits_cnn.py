@@ -16,12 +16,12 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # see train_digits.py: tiny products, busy machines
 
 
-import rtxviz  # noqa: E402
-from rtxviz import Tensor, nn, optim  # noqa: E402
-from rtxviz.data import DataLoader, TensorDataset, load_digits  # noqa: E402
+import rtxviz
+from rtxviz import Tensor, nn, optim
+from rtxviz.data import DataLoader, TensorDataset, load_digits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_digits import fit  # noqa: E402
+from train_digits import fit
 
 
 class DigitsCNN(nn.Module):

@@ -174,7 +174,7 @@ class AnomalyHook(_hooks.EngineHook):
         raise AnomalyError(message, op, phase, site, nid, nan, inf, ins)
 
 
-class detect_anomaly:  # noqa: N801 - a context manager used like PyTorch's
+class detect_anomaly:
     """Within this context, the first NaN or Inf made by an op (forward) or a backward rule raises AnomalyError.
 
     forward / backward: which passes to check (both by default). Costs one sum per op output and one frame walk

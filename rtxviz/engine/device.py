@@ -24,7 +24,7 @@ def _import_cupy() -> ModuleType:
     if _cupy_error is not None:
         raise DeviceError(_cupy_error)
     try:
-        import cupy  # noqa: PLC0415 - lazy on purpose
+        import cupy
     except Exception as exc:  # ImportError, or a broken CUDA install
         _cupy_error = (
             f"Device.cuda: cupy is not importable ({type(exc).__name__}: {exc}); "

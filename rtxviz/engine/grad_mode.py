@@ -77,19 +77,19 @@ class _GradModeSwitch:
         return wrapper
 
 
-class no_grad(_GradModeSwitch):  # noqa: N801 - PyTorch's spelling
+class no_grad(_GradModeSwitch):
     """Disable graph recording: `with no_grad():`, `@no_grad`, or `no_grad(lambda: ...)`."""
 
     mode = False
 
 
-class enable_grad(_GradModeSwitch):  # noqa: N801
+class enable_grad(_GradModeSwitch):
     """Re-enable graph recording inside a no_grad scope."""
 
     mode = True
 
 
-class set_grad_enabled(_GradModeSwitch):  # noqa: N801
+class set_grad_enabled(_GradModeSwitch):
     """`with set_grad_enabled(flag):` sets grad mode to `flag`."""
 
     def __new__(cls, mode: bool) -> set_grad_enabled:

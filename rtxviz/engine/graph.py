@@ -629,7 +629,7 @@ class AutogradTape:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         return iter(self.nodes)
 
     def __repr__(self) -> str:

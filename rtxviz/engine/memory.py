@@ -14,10 +14,11 @@ snapshot scan, with gradients and all live tensors.
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 import numpy as np
+
+from .tensor import live_tensors
 
 # id(root buffer) -> [number of nodes holding it, nbytes]; a held buffer is alive, so its id is stable.
 _held: dict[int, list[int]] = {}
@@ -113,14 +114,10 @@ def memory_stats(scan: bool = True) -> dict[str, int]:
     """
     out = {"current": _stats["current"], "peak": _stats["peak"], "saved_buffers": len(_held)}
     if scan:
-        from .tensor import Tensor
-
         params: dict[int, int] = {}
         grads: dict[int, int] = {}
         every: dict[int, int] = {}
-        for obj in gc.get_objects():
-            if not isinstance(obj, Tensor):
-                continue
+        for obj in live_tensors():
             root = _root(obj.data)
             every[id(root)] = int(root.nbytes)
             if obj.requires_grad and obj._node is None:

@@ -12,7 +12,9 @@ plain Tensor they compute and return a Tensor, on a Variable they also record th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import gc
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -605,3 +607,16 @@ def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
     if _hooks.TRACING:  # a constant of the computation, as a tracer sees it (the graph cache bakes it in)
         _hooks.trace("constant", tensor=t)
     return t
+
+
+_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
+
+
+def live_tensors() -> Iterator[Tensor]:
+    """Every Tensor (and Variable) alive now, from the garbage collector's view of live objects. Weak proxies are
+    skipped before the isinstance test: on a proxy whose object died, isinstance raises ReferenceError."""
+    for obj in gc.get_objects():
+        if type(obj) in _PROXIES:
+            continue
+        if isinstance(obj, Tensor):
+            yield obj

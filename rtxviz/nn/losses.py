@@ -31,14 +31,14 @@ class _Loss(Module):
 class MSELoss(_Loss):
     """mean((input - target)²)."""
 
-    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002 - PyTorch's names
+    def forward(self, input: Any, target: Any) -> Any:
         return _F.mse_loss(input, target, reduction=self.reduction)
 
 
 class L1Loss(_Loss):
     """mean(|input - target|)."""
 
-    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+    def forward(self, input: Any, target: Any) -> Any:
         return _F.l1_loss(input, target, reduction=self.reduction)
 
 
@@ -49,7 +49,7 @@ class CrossEntropyLoss(_Loss):
         super().__init__(reduction)
         self.ignore_index, self.label_smoothing = int(ignore_index), float(label_smoothing)
 
-    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+    def forward(self, input: Any, target: Any) -> Any:
         if self.ignore_index == -100 and self.label_smoothing == 0.0:
             return _F.cross_entropy(input, target, reduction=self.reduction)
         return _F.cross_entropy(input, target, reduction=self.reduction, ignore_index=self.ignore_index,
@@ -63,7 +63,7 @@ class NLLLoss(_Loss):
         super().__init__(reduction)
         self.ignore_index = int(ignore_index)
 
-    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+    def forward(self, input: Any, target: Any) -> Any:
         return _F.nll_loss(input, target, reduction=self.reduction, ignore_index=self.ignore_index)
 
 
@@ -74,6 +74,6 @@ class BCEWithLogitsLoss(_Loss):
         super().__init__(reduction)
         self.pos_weight = pos_weight
 
-    def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+    def forward(self, input: Any, target: Any) -> Any:
         return _F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction,
                                                    pos_weight=self.pos_weight)

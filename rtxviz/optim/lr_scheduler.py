@@ -80,7 +80,7 @@ class CosineAnnealingLR(LRScheduler):
     """lr = η_min + (base_lr − η_min) · (1 + cos(π · epoch / T_max)) / 2, computed with PyTorch's recursive
     (chainable) formula so the numbers agree with it step for step."""
 
-    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:  # noqa: N803
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:
         if T_max <= 0:
             raise ValueError(f"CosineAnnealingLR: T_max must be positive, got {T_max}")
         self.T_max, self.eta_min = int(T_max), float(eta_min)

@@ -431,7 +431,7 @@ class GradCapture(EngineHook):
         return entry[1] if entry is not None and entry[0]() is v else None
 
 
-class capture_grads:  # noqa: N801 - used like a function: `with capture_grads() as grads:`
+class capture_grads:
     """Context manager: record gradient norms per node (and forward shapes) for `render(..., grads=...)`.
 
     >>> from rtxviz import Tensor, Variable

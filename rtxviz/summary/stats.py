@@ -141,7 +141,7 @@ def _nonfinite_stats(flat: np.ndarray, shape: list, values_max_numel: int) -> di
 
 
 def _cupy_stats(array: Any, shape: list, values_max_numel: int) -> dict[str, Any]:
-    import cupy  # noqa: PLC0415 - only reached with cupy arrays, so cupy is importable
+    import cupy
 
     flat = array.ravel().astype(cupy.float64) if array.dtype.kind != "f" else array.ravel()
     fin = cupy.isfinite(flat)
@@ -211,7 +211,7 @@ def count_nonfinite(array: Any) -> tuple[int, int]:
     if array.dtype.kind != "f" or array.size == 0:
         return 0, 0
     flat = array.ravel()
-    import cupy  # noqa: PLC0415
+    import cupy
 
     nums = cupy.stack([cupy.isnan(flat).sum(), cupy.isinf(flat).sum()]).get()
     return int(nums[0]), int(nums[1])

@@ -153,7 +153,7 @@ def test_selective_keeps_matmul_outputs_and_does_not_recompute_them(monkeypatch:
     calls = {"n": 0}
     original = MatMul.forward
 
-    def counting(ctx, a, b):  # noqa: ANN001, ANN202
+    def counting(ctx, a, b):
         calls["n"] += 1
         return original(ctx, a, b)
 
@@ -436,7 +436,7 @@ def test_recompute_in_another_thread() -> None:
     def back() -> None:
         try:
             y.sum().backward()
-        except Exception as exc:  # noqa: BLE001 - reported to the main thread
+        except Exception as exc:
             errors.append(exc)
 
     th = threading.Thread(target=back)

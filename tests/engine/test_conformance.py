@@ -180,7 +180,7 @@ def test_engine_error_is_a_failing_case_with_its_text(tmp_path: Path, capsys: py
 def test_missing_hessian_support_is_reported_never_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import rtxviz.conformance.runner as conf
 
-    def unsupported(kind, f, x):  # noqa: ANN001, ANN202
+    def unsupported(kind, f, x):
         raise NotImplementedError("no HessianComputer")
 
     monkeypatch.setattr(conf, "_higher_order", unsupported)
@@ -215,7 +215,7 @@ def test_several_files_sum_up(tmp_path: Path, capsys: pytest.CaptureFixture) -> 
          "duplicate_name", "grad_output_shape"],
 )
 def test_malformed_file_exits_2_naming_file_and_problem(
-    tmp_path: Path, capsys: pytest.CaptureFixture, mutate, problem: str  # noqa: ANN001
+    tmp_path: Path, capsys: pytest.CaptureFixture, mutate, problem: str
 ) -> None:
     doc = {"format": "rtx-reference/1", "cases": [_mul_case()]}
     mutate(doc)

@@ -106,7 +106,7 @@ def test_error_inside_backward_restores_grad_mode() -> None:
     from rtxviz import BackwardFunction, record_operation
 
     class Broken(BackwardFunction):
-        def backward(self, grad_output):  # noqa: ANN001, ANN201
+        def backward(self, grad_output):
             raise RuntimeError("boom in backward")
 
     x = f64((2,))
@@ -120,7 +120,7 @@ def test_wrong_gradient_count_from_backward_function() -> None:
     from rtxviz import BackwardFunction, record_operation
 
     class TooMany(BackwardFunction):
-        def backward(self, grad_output):  # noqa: ANN001, ANN201
+        def backward(self, grad_output):
             return [grad_output, grad_output]
 
     y = record_operation([f64((2,))], Tensor.ones([2], dtype="float64"), TooMany())

@@ -117,11 +117,11 @@ def test_module_level_record_operation_and_only_needed_inputs() -> None:
 class Square(BackwardFunction):
     rule = "dX = 2·X·dY"
 
-    def forward(self, ctx, x):  # noqa: ANN001, ANN201
+    def forward(self, ctx, x):
         ctx.save_for_backward(x)
         return x * x
 
-    def backward(self, grad_output):  # noqa: ANN001, ANN201
+    def backward(self, grad_output):
         (x,) = self.ctx.saved_tensors
         return [grad_output * x * 2.0]
 
@@ -162,7 +162,7 @@ class SavedVariableSquare(BackwardFunction):
         super().__init__()
         self.x = x
 
-    def backward(self, grad_output):  # noqa: ANN001, ANN201
+    def backward(self, grad_output):
         return [grad_output * self.x * 2.0]
 
 

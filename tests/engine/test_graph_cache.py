@@ -5,7 +5,6 @@ float64; misses, LRU eviction, refusals (data-dependent Python, raw data-derived
 
 from __future__ import annotations
 
-import doctest
 import gc
 
 import numpy as np
@@ -13,7 +12,6 @@ import pytest
 
 import rtxviz
 from rtxviz import Op, Tensor, Variable, apply, no_grad
-from rtxviz.engine import cache as gcache
 from rtxviz.engine import hooks
 from rtxviz.engine import random as rrandom
 from rtxviz.engine.cache import (
@@ -300,7 +298,7 @@ def test_mlp_cross_entropy_train_steps_replay_equal_eager() -> None:
     def make() -> list:
         return [_param(64, 32), _param(32), _param(32, 10), _param(10)]
 
-    def step_fn(params: list):  # noqa: ANN202
+    def step_fn(params: list):
         w1, b1, w2, b2 = params
 
         def step(x: Tensor, t: Tensor) -> Variable:
@@ -342,7 +340,7 @@ def test_cnn_conv_relu_max_pool_cross_entropy_train_steps_replay_equal_eager() -
     def make() -> list:
         return [_param(4, 1, 3, 3), _param(4), _param(4 * 4 * 4, 10), _param(10)]
 
-    def step_fn(params: list):  # noqa: ANN202
+    def step_fn(params: list):
         wc, bc, w, b = params
 
         def step(x: Tensor, t: Tensor) -> Variable:
@@ -777,11 +775,11 @@ class _RawMaskSquare(Op):
     save_inputs = True
 
     @staticmethod
-    def forward(ctx, x):  # noqa: ANN001, ANN205
+    def forward(ctx, x):
         return x * x * (x > 0)
 
     @staticmethod
-    def backward(ctx, g):  # noqa: ANN001, ANN205
+    def backward(ctx, g):
         (x,) = ctx.saved_inputs
         mask = Tensor._wrap((x.data > 0).astype(x.data.dtype))
         return ((g * x * 2.0) * mask,)
@@ -866,8 +864,3 @@ def test_replay_source_is_straight_line_code() -> None:
     graph = cache_graph(step, _t(2, 4))
     assert graph.source.startswith("def _program(ins):")
     assert "_acc(P0" in graph.source  # the leaf gradient of w, accumulated as backward does
-
-
-def test_doctests() -> None:
-    result = doctest.testmod(gcache, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 5

@@ -182,40 +182,40 @@ def test_random_shape_ops(op: str, data: st.DataObject) -> None:
     dim = data.draw(st.integers(-nd, nd - 1), label="dim")
     arrays = {"x": _arr(seed, shape)}
     if op == "reshape":
-        def f(h):  # noqa: ANN001, ANN202
+        def f(h):
             return h.reshape((int(np.prod(shape)),))
     elif op == "transpose":
         d1 = data.draw(st.integers(-nd, nd - 1), label="dim1")
 
-        def f(h):  # noqa: ANN001, ANN202
+        def f(h):
             return h.transpose(dim, d1)
     elif op == "expand":
         target = (2, *[data.draw(st.sampled_from([s, 3])) if s == 1 else s for s in shape])
 
-        def f(h):  # noqa: ANN001, ANN202
+        def f(h):
             return h.expand(target)
     elif op == "unsqueeze":
         udim = data.draw(st.integers(-nd - 1, nd), label="udim")
 
-        def f(h):  # noqa: ANN001, ANN202
+        def f(h):
             return h.unsqueeze(udim)
     elif op == "permute":
         perm = data.draw(st.permutations(range(nd)), label="perm")
 
-        def f(h):  # noqa: ANN001, ANN202
+        def f(h):
             return h.permute(*perm)
     elif op == "narrow":
         size = shape[dim]
         start = data.draw(st.integers(0, size - 1), label="start")
         length = data.draw(st.integers(1, size - start), label="length")
 
-        def f(h):  # noqa: ANN001, ANN202
+        def f(h):
             return h.narrow(dim, start, length)
     elif op == "squeeze":
         shape = (*shape[:dim % nd], 1, *shape[dim % nd:]) if nd else (1,)
         arrays = {"x": _arr(seed, shape)}
 
-        def f(h):  # noqa: ANN001, ANN202
+        def f(h):
             return h.squeeze(dim % nd)
     else:  # cat / stack of x and a second leaf
         join = rtxviz.cat if op == "cat" else rtxviz.stack

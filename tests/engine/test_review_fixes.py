@@ -20,7 +20,7 @@ from rtxviz.engine.ops.nn_norm import dropout, layer_norm
 RNG = np.random.default_rng(7)
 
 
-def var(values, dtype=np.float64, requires_grad: bool = True) -> Variable:  # noqa: ANN001
+def var(values, dtype=np.float64, requires_grad: bool = True) -> Variable:
     return Variable(np.asarray(values, dtype=dtype), requires_grad=requires_grad)
 
 
@@ -68,7 +68,7 @@ def test_node_hook_changing_shape_raises() -> None:
     x = var([1.0, 2.0])
     y = x * 2
 
-    def widen(g):  # noqa: ANN001, ANN202
+    def widen(g):
         return Tensor(np.ones(3))
 
     y.register_hook(widen)
@@ -189,7 +189,7 @@ def test_node_remembers_output_shape_and_dtype_after_backward() -> None:
 
 def test_record_operation_node_has_output_shape() -> None:
     class Double(BackwardFunction):
-        def backward(self, g):  # noqa: ANN001, ANN201
+        def backward(self, g):
             return [g * 2.0]
 
     x = var([[1.0, 2.0, 3.0]])
@@ -199,11 +199,11 @@ def test_record_operation_node_has_output_shape() -> None:
 
 # -- 7. a non-differentiable BackwardFunction errs only when differentiated twice -----------------------------------
 class Square(BackwardFunction):
-    def forward(self, ctx, x):  # noqa: ANN001, ANN201
+    def forward(self, ctx, x):
         ctx.save_for_backward(x)
         return x * x
 
-    def backward(self, grad_output):  # noqa: ANN001, ANN201
+    def backward(self, grad_output):
         (x,) = self.ctx.saved_tensors
         return [grad_output * x * 2.0]
 

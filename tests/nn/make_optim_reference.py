@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 
 torch.set_default_dtype(torch.float64)
 OUT = Path(__file__).parent / "data" / "optim_reference.json"
@@ -100,7 +100,7 @@ def module_cases() -> dict:
     r = np.random.default_rng(7)
     cases = {}
 
-    def record(name: str, inputs: dict, fn, **attrs):  # noqa: ANN001, ANN202
+    def record(name: str, inputs: dict, fn, **attrs):
         leaves = {k: _leaf(v) for k, v in inputs.items() if np.issubdtype(np.asarray(v).dtype, np.floating)}
         consts = {k: torch.tensor(v) for k, v in inputs.items() if k not in leaves}
         out = fn(**leaves, **consts)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rtxviz import AutogradTape, DTypeError, Tensor, Variable, manual_seed, nn, no_grad
-from rtxviz.nn import functional as F  # noqa: N812
+from rtxviz.nn import functional as F
 
 F64 = "float64"
 
@@ -198,7 +198,7 @@ def test_state_dict_roundtrip_and_checks() -> None:
     assert missing == ["head.bias"] and unexpected == ["head.scale"]
 
 
-def test_save_and_load_npz(tmp_path) -> None:  # noqa: ANN001
+def test_save_and_load_npz(tmp_path) -> None:
     manual_seed(1)
     a, b = Net(), Net()
     path = nn.save(a, tmp_path / "net")

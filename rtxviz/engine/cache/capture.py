@@ -4,13 +4,12 @@ constant, an op's saved state), or refuses with the reason a replay would be wro
 
 from __future__ import annotations
 
-import gc
 import weakref
 from typing import Any
 
 from .. import hooks as _hooks
 from ..graph import UserOp
-from ..tensor import Tensor
+from ..tensor import Tensor, live_tensors
 from ..variable import Variable
 from .bindings import (
     ATOMS,
@@ -75,14 +74,13 @@ class Capture(_hooks.EngineHook):
         self.pre_objs: dict[int, Tensor] = {}
         self.pre_arrays: dict[int, Tensor] = {}
         self.pre_leaves: list[tuple] = []  # (leaf Variable requiring grad, its data, its grad)
-        for o in gc.get_objects():
-            if isinstance(o, Tensor):
-                self.pre_objs[id(o)] = o
-                d = o.data
-                if id(d) not in self.pre_arrays or (o._is_var and o.requires_grad and o._node is None):
-                    self.pre_arrays[id(d)] = o
-                if o._is_var and o.requires_grad and o._node is None:
-                    self.pre_leaves.append((o, d, o.grad))
+        for o in live_tensors():
+            self.pre_objs[id(o)] = o
+            d = o.data
+            if id(d) not in self.pre_arrays or (o._is_var and o.requires_grad and o._node is None):
+                self.pre_arrays[id(d)] = o
+            if o._is_var and o.requires_grad and o._node is None:
+                self.pre_leaves.append((o, d, o.grad))
         self.pre_grads = {id(leaf): g for leaf, _, g in self.pre_leaves}
 
     # -- refusing -------------------------------------------------------------------------------------------

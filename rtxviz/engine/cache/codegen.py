@@ -115,7 +115,7 @@ class Codegen:
         head += [f"r{n} = R{n}.data" for n in range(len(cap.refs))]
         src = "def _program(ins):\n" + "".join(f"    {line}\n" for line in head + body + [f"return {ret}"])
         code = compile(src, "<graph_cache program>", "exec")
-        exec(code, self.ns)  # noqa: S102 - our own generated source, from the recorded op sequence
+        exec(code, self.ns)
         fn = self.ns["_program"]
         fn.source = src
         return fn
@@ -173,6 +173,6 @@ def make_object(cls: type, fields: tuple) -> Any:
 def xp_by_name(mod: str) -> Any:
     if mod == "numpy":
         return np
-    import cupy  # noqa: PLC0415 - only when a capture ran on the GPU
+    import cupy
 
     return cupy

@@ -103,7 +103,7 @@ def _sequence(layers: Sequence[Callable[[Any], Any]]) -> Callable[[Any], Any]:
     return run
 
 
-def checkpoint_sequential(layers: Sequence[Callable[[Any], Any]], input: Any,  # noqa: A002 - PyTorch's name
+def checkpoint_sequential(layers: Sequence[Callable[[Any], Any]], input: Any,
                           strategy: CheckpointStrategy | None = None, determinism_check: str = "shape") -> Any:
     """Run `layers` (callables, each taking and returning one value) in order, checkpointed per `strategy`
     (default SQRT_N: ceil(√n) segments, the last one not recomputed).
@@ -164,7 +164,7 @@ class CheckpointManager:
             return fn(*args)
         return run_segment(fn, args, self.determinism_check, self.strategy.keep)
 
-    def checkpoint_sequential(self, layers: Sequence[Callable[[Any], Any]], input: Any) -> Any:  # noqa: A002
+    def checkpoint_sequential(self, layers: Sequence[Callable[[Any], Any]], input: Any) -> Any:
         """`layers` in order, split into segments by the strategy."""
         return checkpoint_sequential(layers, input, self.strategy, self.determinism_check)
 

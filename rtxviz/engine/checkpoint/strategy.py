@@ -36,14 +36,14 @@ class CheckpointStrategy:
         self._label = label or kind
 
     @staticmethod
-    def EVERY(k: int) -> CheckpointStrategy:  # noqa: N802 - the spec's spelling, `Every(k)`
+    def EVERY(k: int) -> CheckpointStrategy:
         """A checkpointed segment every `k` layers."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"CheckpointStrategy.EVERY: k must be a positive int, got {k!r}")
         return CheckpointStrategy("every", k=k, label=f"EVERY({k})")
 
     @staticmethod
-    def SELECTIVE(keep_ops: Iterable[str] | Callable[[str], bool] | None = None) -> CheckpointStrategy:  # noqa: N802
+    def SELECTIVE(keep_ops: Iterable[str] | Callable[[str], bool] | None = None) -> CheckpointStrategy:
         """Keep the outputs of the ops `keep_ops` names (a set of op names, or a predicate on the name)."""
         if keep_ops is None:
             keep_ops = {"matmul"}
