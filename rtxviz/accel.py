@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
@@ -22,6 +23,8 @@ add_measured: Any = None
 
 if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
     try:
-        from ._native import add_measured, summary
+        _native: Any = importlib.import_module("._native", __package__)  # compiled when a C compiler was there
     except ImportError:  # built without a C compiler, or a source tree never built: numpy does the work
         pass
+    else:
+        summary, add_measured = _native.summary, _native.add_measured

@@ -74,6 +74,6 @@ class DataLoader:
         for start in range(0, stop, bs):
             idx = order[start:start + bs]
             if fast:
-                yield self.dataset.take(idx)
+                yield self.dataset.take(idx)  # type: ignore[attr-defined]  # a TensorDataset (fast)
             else:
                 yield collate([self.dataset[int(i)] for i in idx])

@@ -24,6 +24,7 @@ import os
 import sys
 import weakref
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from ..engine import hooks as _hooks
@@ -54,7 +55,7 @@ class Site:
 
 def user_site(skip: int = 1) -> Site | None:
     """The innermost frame outside the rtxviz package (cheap: walks frames, reads no source)."""
-    f = sys._getframe(skip)
+    f: FrameType | None = sys._getframe(skip)
     while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
         f = f.f_back
     if f is None:

@@ -282,7 +282,7 @@ class _Tracker(_hooks.EngineHook):
         _hooks.add_hook(self)
         return self.report
 
-    def __exit__(self, exc_type: Any, *exc: object) -> None:
+    def __exit__(self, exc_type: Any = None, *exc: object) -> None:
         _hooks.remove_hook(self)
         _hooks.remove_hook(self.monitor)
         if exc_type is not None:

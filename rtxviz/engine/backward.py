@@ -47,7 +47,7 @@ def _initial_grad(root: Variable, grad: Any) -> Variable:
         raise GraphError(f"backward: grad_output has dtype {g.dtype}, but the output has dtype {root.dtype}")
     if type(g.data) is not type(root.data):
         raise GraphError(f"backward: grad_output is on {g.device}, but the output is on {root.device}")
-    return g if g._is_var else root._wrap(g.data, None)
+    return g if g._is_var else root._wrap(g.data, None)  # type: ignore[return-value]  # a Variable by _is_var
 
 
 def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
@@ -93,7 +93,7 @@ def _checked_replacement(fn: Any, g: Any, new: Any) -> Variable:
     if device_of(new.data) != device_of(g.data):
         raise GraphError(f"hook {name} has changed the device of the gradient: it received a gradient on "
                          f"{device_of(g.data)} and returned one on {device_of(new.data)}")
-    return new if new._is_var else g._wrap(new.data, None)
+    return new if new._is_var else g._wrap(new.data, None)  # type: ignore[return-value]  # likewise
 
 
 class RetainGrad:
@@ -312,4 +312,6 @@ def grad(
         gouts = list(grad_outputs)
     else:
         gouts = [grad_outputs]
-    return tuple(run_backward(outs, gouts, retain_graph, create_graph, ins, allow_unused))
+    results = run_backward(outs, gouts, retain_graph, create_graph, ins, allow_unused)
+    assert results is not None  # with `inputs`, run_backward returns their gradients
+    return tuple(results)

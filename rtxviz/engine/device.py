@@ -66,6 +66,8 @@ class Device:
     """
 
     __slots__ = ("kind", "index")
+    kind: str
+    index: int | None
 
     def __init__(self, spec: str | Device = "cpu", index: int | None = None) -> None:
         if isinstance(spec, Device):
@@ -150,4 +152,4 @@ def as_device(device: Device | str | None) -> Device:
     if isinstance(device, Device):
         return device
     dev = Device(device)
-    return Device.cuda(dev.index) if dev.kind == "cuda" else CPU
+    return Device.cuda(dev.index or 0) if dev.kind == "cuda" else CPU

@@ -143,8 +143,8 @@ class GradientChecker:
             raise ShapeError(f"GradientChecker.check: analytical_grad has shape {ana.shape}, x has {xt.shape}")
         num = self.numerical_grad(f, xt)
         _, j, ratio = _worst([(ana, num)], self.atol, self.rtol)
-        idx = np.unravel_index(j, ana.shape) if ana.shape else ()
-        idx = tuple(int(i) for i in idx)
+        where = np.unravel_index(j, ana.shape) if ana.shape else ()
+        idx = tuple(int(i) for i in where)
         a, n = float(ana.reshape(-1)[j]), float(num.reshape(-1)[j])
         return GradCheckResult(ok=ratio <= 1.0, where=f"x{list(idx)}", index=idx, analytical_value=a,
                                numerical_value=n, error=abs(a - n), atol=self.atol, rtol=self.rtol,

@@ -131,11 +131,25 @@ class TapeNode:
                  "mem", "pre_hooks", "tag", "out_shape", "out_dtype", "__weakref__")
     #: An edge is a node or a leaf Variable: the backward walk tells them apart by this flag.
     _is_var = False
+    op: Any
+    next: tuple
+    inputs: tuple | None
+    out_data: Any
+    attrs: dict
+    state: Any
+    module_path: str | None
+    freed: bool
+    id: int
+    mem: tuple | None
+    pre_hooks: list | None
+    tag: Any
+    out_shape: tuple[int, ...] | None
+    out_dtype: Any
 
     # -- what backward rules read ---------------------------------------------------------------------
     @property
     def saved_inputs(self) -> tuple:
-        if self.freed:
+        if self.freed or self.inputs is None:
             raise _freed_error(self)
         return self.inputs
 
@@ -287,7 +301,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
     if not is_var:
         result = _tensor_new(Tensor)
         result.data = out
-        node = None
+        node = None  # type: ignore[assignment]  # no graph: hooks see node None
     else:
         result = _var_new(_Variable)
         result.data = out
@@ -333,7 +347,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
         else:
             result._node = None
             result.requires_grad = False
-            node = None
+            node = None  # type: ignore[assignment]
     if hooks:
         for h in hooks:
             h.forward_postprocess(op, node, inputs, result)
@@ -518,7 +532,7 @@ class UserOp:
             raise GraphError(
                 f"{fn.name}.backward returned {len(result)} gradient(s) for {len(ctx.next)} input(s)"
             )
-        out = []
+        out: list[Any] = []
         for i, (g, (shape, dtype)) in enumerate(zip(result, ctx.state, strict=True)):
             if g is None:
                 out.append(None)

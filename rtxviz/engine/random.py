@@ -23,7 +23,7 @@ def generator() -> np.random.Generator:
 
 def get_state() -> dict:
     """The generator's state, to replay random ops exactly (checkpoint recomputation)."""
-    return _generator.bit_generator.state
+    return dict(_generator.bit_generator.state)
 
 
 def set_state(state: dict) -> None:

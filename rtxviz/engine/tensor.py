@@ -12,6 +12,7 @@ plain Tensor they compute and return a Tensor, on a Variable they also record th
 
 from __future__ import annotations
 
+import builtins
 import gc
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -58,8 +59,8 @@ class Tensor:
         self.data = _to_array(data, dtype, device, "Tensor")
 
     # -- construction -------------------------------------------------------------------------------
-    @classmethod
-    def _wrap(cls, array: Any) -> Tensor:
+    @staticmethod
+    def _wrap(array: Any) -> Tensor:
         t = object.__new__(Tensor)
         t.data = array
         return t
@@ -237,7 +238,7 @@ class Tensor:
             raise ShapeError(f"bool: the truth value of a tensor of shape {self.shape} is ambiguous")
         return bool(self.data.reshape(-1)[0])
 
-    def __float__(self) -> float:
+    def __float__(self) -> builtins.float:  # `float` in this class body is Tensor.float
         if _hooks.TRACING:
             _hooks.trace("value_read", tensor=self, how="__float__")
         return float(self._item("item"))
@@ -273,7 +274,7 @@ class Tensor:
         def __add__(a: Any, b: Any) -> Any:
             """a + b with broadcasting (a Python number b records `add_scalar`)."""
 
-        def __eq__(self: Tensor, other: Any) -> Tensor:
+        def __eq__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
             """self == other, elementwise (bool, no gradient): tensors hash by identity, as PyTorch's."""
 
         def __ge__(self: Tensor, other: Any) -> Tensor:
@@ -300,7 +301,7 @@ class Tensor:
         def __mul__(a: Any, b: Any) -> Any:
             """a * b with broadcasting."""
 
-        def __ne__(self: Tensor, other: Any) -> Tensor:
+        def __ne__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
             """self != other, elementwise (bool, no gradient)."""
 
         def __neg__(x: Any) -> Any:
@@ -342,7 +343,7 @@ class Tensor:
         def add(a: Any, b: Any) -> Any:
             """a + b with broadcasting (a Python number b records `add_scalar`)."""
 
-        def add_scalar(x: Tensor, value: float) -> Any:
+        def add_scalar(x: Tensor, value: builtins.float) -> Any:
             """x + value, for a Python number."""
 
         def arctan2(a: Any, b: Any) -> Any:
@@ -367,10 +368,10 @@ class Tensor:
         def chunk(x: Any, chunks: int, dim: int = 0) -> tuple:
             """At most `chunks` equal pieces along `dim` (PyTorch: each of ceil(size / chunks); maybe fewer)."""
 
-        def clamp(x: Any, min: float | None = None, max: float | None = None) -> Any:
+        def clamp(x: Any, min: builtins.float | None = None, max: builtins.float | None = None) -> Any:
             ...
 
-        def clip(x: Any, min: float | None = None, max: float | None = None) -> Any:
+        def clip(x: Any, min: builtins.float | None = None, max: builtins.float | None = None) -> Any:
             ...
 
         def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Pair = 1,
@@ -386,10 +387,10 @@ class Tensor:
         def divide(a: Any, b: Any) -> Any:
             """a / b with broadcasting."""
 
-        def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Any:
+        def dropout(x: Tensor, p: builtins.float = 0.5, training: bool = True) -> Any:
             """Zero each element with probability `p` and scale the rest by 1/(1-p); `x` itself when not training."""
 
-        def elu(x: Any, alpha: float = 1.0) -> Any:
+        def elu(x: Any, alpha: builtins.float = 1.0) -> Any:
             ...
 
         def erf(x: Any) -> Any:
@@ -411,10 +412,10 @@ class Tensor:
             """The entries at `index` (1-D int64) along `dim`; repeats allowed, and their gradients add up."""
 
         def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
-                       bias: Tensor | None = None, eps: float = 1e-05) -> Any:
+                       bias: Tensor | None = None, eps: builtins.float = 1e-05) -> Any:
             """Normalise over the trailing `normalized_shape` dims, then scale by `weight` and shift by `bias`."""
 
-        def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
+        def leaky_relu(x: Any, negative_slope: builtins.float = 0.01) -> Any:
             ...
 
         def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Any:
@@ -461,7 +462,7 @@ class Tensor:
         def mul(a: Any, b: Any) -> Any:
             """a * b with broadcasting."""
 
-        def mul_scalar(x: Tensor, value: float) -> Any:
+        def mul_scalar(x: Tensor, value: builtins.float) -> Any:
             """x * value, for a Python number."""
 
         def multiply(a: Any, b: Any) -> Any:
@@ -482,7 +483,7 @@ class Tensor:
         def pow(a: Any, b: Any) -> Any:
             """a ** b: a scalar exponent records `pow_scalar`, a tensor exponent `pow`."""
 
-        def pow_scalar(x: Tensor, exponent: float) -> Any:
+        def pow_scalar(x: Tensor, exponent: builtins.float) -> Any:
             """x ** exponent, for a Python number."""
 
         def reciprocal(x: Any) -> Any:
@@ -494,7 +495,7 @@ class Tensor:
         def reshape(x: Any, *shape: Any) -> Any:
             """A new shape with the same number of elements (one -1 is inferred)."""
 
-        def rsub_scalar(x: Tensor, value: float) -> Any:
+        def rsub_scalar(x: Tensor, value: builtins.float) -> Any:
             """value - x."""
 
         def sigmoid(x: Any) -> Any:

@@ -30,6 +30,12 @@ class Variable(Tensor):
 
     __slots__ = ("_node", "requires_grad", "grad", "name", "_retains_grad", "_hooks", "__weakref__")
     _is_var = True
+    _node: Any
+    requires_grad: bool
+    grad: Variable | None
+    name: str | None
+    _retains_grad: bool
+    _hooks: list | None
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None,
                  device: Device | str | None = None, name: str | None = None) -> None:
@@ -44,7 +50,7 @@ class Variable(Tensor):
             self.requires_grad_(True)
 
     @staticmethod
-    def _wrap(array: Any, node: Any) -> Variable:
+    def _wrap(array: Any, node: Any = None) -> Variable:
         v = object.__new__(Variable)
         v.data = array
         v._node = node

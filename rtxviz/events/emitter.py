@@ -35,6 +35,7 @@ from ..engine import hooks as _hooks
 from .fields import jsonable
 from .hook import EventHook
 
+_orjson: Any
 try:  # optional: a much faster JSON encoder; the stdlib's is the fallback
     import orjson as _orjson
 except ImportError:  # pragma: no cover
@@ -295,14 +296,14 @@ class Run:
 
     # -- the sender thread -----------------------------------------------------------------------------------
     def _sender(self) -> None:
-        deadline = None
+        deadline: float | None = None
         while True:
             self._wake.wait(self.flush_interval)
             self._wake.clear()
             if self._closing and deadline is None:
                 deadline = time.monotonic() + self.close_timeout
             self._drain(deadline)
-            if self._closing and (not self._q or time.monotonic() >= deadline):
+            if self._closing and (not self._q or (deadline is not None and time.monotonic() >= deadline)):
                 break
         # whatever could not be sent in time is lost: count it
         self._send_dropped += len(self._q) + len(self._ready)

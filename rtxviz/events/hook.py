@@ -50,16 +50,16 @@ def _attrs_json(attrs: dict) -> Any:
     """`jsonable(attrs)`, cached by content when every value is a plain int/bool/str/None, a tuple of ints
     (nearly every op's attrs: dims, keepdim, shapes) or an array-like, which `jsonable` reduces to its shape and
     dtype (class targets, indices); the result is shared, so sinks must not change it."""
-    key = []
+    parts: list[tuple] = []
     for k, v in attrs.items():
         tv = type(v)
         if tv in _PLAIN or (tv is tuple and all(type(x) is int for x in v)):
-            key.append((k, tv, v))  # the type too: True == 1 and hash alike, but must not share a result
+            parts.append((k, tv, v))  # the type too: True == 1 and hash alike, but must not share a result
         elif hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, np.generic):
-            key.append((k, "array", tuple(v.shape), v.dtype))
+            parts.append((k, "array", tuple(v.shape), v.dtype))
         else:
             return jsonable(attrs)
-    key = tuple(key)
+    key = tuple(parts)
     out = _ATTRS.get(key)
     if out is None:
         if len(_ATTRS) >= _ATTRS_MAX:

@@ -25,6 +25,14 @@ def _root(squares: float) -> float | None:
     return math.sqrt(squares) if squares - squares == 0.0 else None
 
 
+def _forget(table: dict, key: int) -> Any:
+    """A weakref callback dropping `key` from `table` when the referent dies."""
+    def callback(_ref: Any) -> None:
+        table.pop(key, None)
+
+    return callback
+
+
 class OptimizerReporter:
     """Builds the `optimizer_step` events of one EventHook (`hook`: its leaf ids, sink, step, size limits)."""
 
@@ -87,6 +95,8 @@ class OptimizerReporter:
         rows = []
         for p in params:
             e = by_id.get(id(p))
+            pn: float | None
+            un: float | None
             if e is None:  # no gradient: not moved
                 pn, un = norm(p.data), 0.0
             elif len(e) > 2 and e[2] is not None:
@@ -124,7 +134,7 @@ class OptimizerReporter:
             if buf is None or type(buf) is not type(a) or buf.shape != a.shape or buf.dtype != a.dtype:
                 buf = a.copy()
                 try:
-                    bufs[k] = (weakref.ref(p, lambda _r, k=k: bufs.pop(k, None)), buf)
+                    bufs[k] = (weakref.ref(p, _forget(bufs, k)), buf)
                 except TypeError:  # no weak references to it: copy afresh each time
                     pass
             else:

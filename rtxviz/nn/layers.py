@@ -263,10 +263,10 @@ class Sequential(Module):
         return len(self._modules)
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        return self.children()
 
     def __getitem__(self, idx: int | str | slice) -> Any:
-        mods = list(self._modules.values())
+        mods = list(self.children())
         if isinstance(idx, slice):
             return Sequential(*mods[idx])
         if isinstance(idx, str):
@@ -274,7 +274,7 @@ class Sequential(Module):
         return mods[idx]
 
     def forward(self, x: Any) -> Any:
-        for m in self._modules.values():
+        for m in self.children():
             x = m(x)
         return x
 
@@ -295,7 +295,7 @@ class ModuleList(Module):
         return len(self._modules)
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        return self.children()
 
     def __getitem__(self, idx: int) -> Module:
-        return list(self._modules.values())[idx]
+        return list(self.children())[idx]

@@ -38,7 +38,7 @@ def save(obj: Module | Mapping[str, Any], path: str | os.PathLike) -> str:
     path = os.fspath(path)
     if not path.endswith(".npz"):
         path += ".npz"  # np.savez would add it silently; say so by returning the real name
-    np.savez(path, **_as_state(obj))
+    np.savez(path, **_as_state(obj))  # type: ignore[arg-type]  # numpy's stub types the first keyword oddly
     return path
 
 

@@ -23,7 +23,7 @@ from ..engine.variable import Variable
 
 def _with_grads(parameters: Iterable[Variable] | Variable) -> list[Variable]:
     if isinstance(parameters, Tensor):
-        parameters = [parameters]
+        parameters = [parameters]  # type: ignore[list-item]  # a single Variable
     return [p for p in parameters if p.grad is not None]
 
 
@@ -42,8 +42,8 @@ def clip_grad_norm_(parameters: Iterable[Variable] | Variable, max_norm: float, 
     norm_type = float(norm_type)
     if not params:
         return Tensor.zeros([])
-    xp = params[0].grad.xp
-    grads = [p.grad.data for p in params]
+    grads = [p.grad.data for p in params if p.grad is not None]  # all have one (_with_grads)
+    xp = params[0].xp
     if math.isinf(norm_type):
         norms = [xp.abs(g).max() for g in grads]
         total = xp.stack(norms).max()
@@ -63,4 +63,6 @@ def clip_grad_value_(parameters: Iterable[Variable] | Variable, clip_value: floa
     """Clamp every gradient element into [-clip_value, clip_value]."""
     c = float(clip_value)
     for p in _with_grads(parameters):
-        _set_grad(p, p.grad.xp.clip(p.grad.data, -c, c))
+        g = p.grad
+        assert g is not None  # _with_grads keeps the parameters that have one
+        _set_grad(p, g.xp.clip(g.data, -c, c))

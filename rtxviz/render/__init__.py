@@ -24,6 +24,7 @@ still too big (a long chain with no modules) keeps its first and last ops around
 from __future__ import annotations
 
 import os
+import types
 from collections.abc import Iterable
 from typing import Any
 
@@ -103,7 +104,7 @@ def render(output: Any, path: str = "graph.svg", show_grads: bool = True, show_s
     return str(path)
 
 
-class _CallableModule(type(os)):
+class _CallableModule(types.ModuleType):
     """`rtxviz.render(...)` calls `render`, while `rtxviz.render.capture_grads` etc. stay reachable: the package
     can be exported from rtxviz/__init__.py as the module itself without the function shadowing it."""
 

@@ -415,8 +415,12 @@ class GradCapture(EngineHook):
         # the entry goes when the leaf dies (a long-lived capture, `keep_grads()`, must not grow without end);
         # the callback runs at the leaf's death, before its id can be reused
         key = id(variable)
-        self.leaf_grads[key] = (weakref.ref(variable, lambda _r, k=key, d=self.leaf_grads: d.pop(k, None)),
-                                GradStat.of(grad.data))
+        grads = self.leaf_grads
+
+        def forget(_ref: Any, k: int = key) -> None:
+            grads.pop(k, None)
+
+        grads[key] = (weakref.ref(variable, forget), GradStat.of(grad.data))
 
     # -- lookups ---------------------------------------------------------------------------------------------
     def node_grad(self, node: TapeNode) -> GradStat | None:

@@ -34,10 +34,15 @@ def _attached(cls: type, own_module: str) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _annotation(text: object) -> str:
+    """An annotation as it reads in Tensor's class body, where `float` is the method Tensor.float."""
+    return re.sub(r"\bfloat\b", "builtins.float", str(text))
+
+
 def _param(p: inspect.Parameter) -> str:
     text = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name
     if p.annotation is not p.empty:
-        text += f": {p.annotation}"
+        text += f": {_annotation(p.annotation)}"
     if p.default is not p.empty:
         text += (" = " if p.annotation is not p.empty else "=") + repr(p.default)
     return text
@@ -52,14 +57,16 @@ def _signature(name: str, fn: object) -> str:
             not any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values()):
         first = next(i for i, p in enumerate(sig.parameters.values()) if p.kind is p.KEYWORD_ONLY)
         params.insert(first, "*")
-    ret = "" if sig.return_annotation is inspect.Signature.empty else f" -> {sig.return_annotation}"
+    ret = "" if sig.return_annotation is inspect.Signature.empty else f" -> {_annotation(sig.return_annotation)}"
     head = f"        def {name}("
-    one = head + ", ".join(params) + f"){ret}:"
+    # comparisons return Tensors, as in PyTorch and numpy, where object's return bool
+    tail = "  # type: ignore[override]" if name in ("__eq__", "__ne__") else ""
+    one = head + ", ".join(params) + f"){ret}:{tail}"
     if len(one) <= 120:
         return one
     lines, line = [], head
     for i, p in enumerate(params):
-        piece = p + (", " if i < len(params) - 1 else f"){ret}:")
+        piece = p + (", " if i < len(params) - 1 else f"){ret}:{tail}")
         if len(line) + len(piece.rstrip()) > 120:
             lines.append(line.rstrip())
             line = " " * len(head) + piece

@@ -44,6 +44,7 @@ class Capture(_hooks.EngineHook):
         self.inputs = inputs
         self.instrs: list[tuple] = []       # ("op", k, op, attrs_tpl, in_refs, out_slot, zero_d) | others below
         self.where: dict[int, tuple] = {}   # id(array or state object) -> binding
+        self.keep_by_slot: list[Any] = []   # per slot, the value it held at capture (filled when capture ends)
         self.keep: list[Any] = []           # keeps every indexed object alive, so ids stay unique
         self.n_slots = 0
         self.n_ops = 0
@@ -80,7 +81,7 @@ class Capture(_hooks.EngineHook):
             if id(d) not in self.pre_arrays or (o._is_var and o.requires_grad and o._node is None):
                 self.pre_arrays[id(d)] = o
             if o._is_var and o.requires_grad and o._node is None:
-                self.pre_leaves.append((o, d, o.grad))
+                self.pre_leaves.append((o, d, o.grad))  # type: ignore[attr-defined]  # a Variable by _is_var
         self.pre_grads = {id(leaf): g for leaf, _, g in self.pre_leaves}
 
     # -- refusing -------------------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ class Capture(_hooks.EngineHook):
         if o is not None:
             if o._is_var and o.requires_grad:
                 if o._node is None:
-                    return self._param(o)
+                    return self._param(o)  # type: ignore[arg-type]  # a leaf Variable by _is_var
                 return self.refuse("a value computed before the capture with a graph of its own (grad_fn "
                                    f"{o._node.op.name}) is used inside fn; detach() it or pass it as an input")
             return self._ref(o)
@@ -178,10 +179,10 @@ class Capture(_hooks.EngineHook):
                 return None
             return ("seq", type(v), [(s, e) for s, e in zip(subs, v, strict=True)])
         if type(v) is dict:
-            subs = {k: self.bind_attr(e, f"{where}[{k!r}]", depth + 1) for k, e in v.items()}
-            if all(s is None for s in subs.values()):
+            subs_of = {k: self.bind_attr(e, f"{where}[{k!r}]", depth + 1) for k, e in v.items()}
+            if all(s is None for s in subs_of.values()):
                 return None
-            return ("dict", [(k, subs[k], e) for k, e in v.items()])
+            return ("dict", [(k, subs_of[k], e) for k, e in v.items()])
         slots = getattr(type(v), "__slots__", None)
         if slots and not callable(v):
             names = (slots,) if isinstance(slots, str) else tuple(slots)
@@ -203,7 +204,7 @@ class Capture(_hooks.EngineHook):
     def _index_state(self, k: int, state: Any) -> None:
         """Make the state a forward left on its ctx addressable: backward rules hand it (or its parts) on."""
         self.keep.append(state)
-        todo = [(state, ())]
+        todo: list[tuple[Any, tuple]] = [(state, ())]
         while todo:
             obj, path = todo.pop()
             if isinstance(obj, STATE_SKIP):

@@ -164,7 +164,7 @@ class Codegen:
 
 
 def make_object(cls: type, fields: tuple) -> Any:
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     for name, value in fields:
         setattr(obj, name, value)
     return obj

@@ -23,11 +23,11 @@ class CheckpointContext(BackwardContext):
 
     def __init__(self, fn: Callable[..., Any], args: tuple, inputs: list[Variable], n_args: int, rng: dict) -> None:
         super().__init__()
-        self.fn = fn
+        self.fn: Callable[..., Any] | None = fn
         self.args: tuple | None = args
-        self.inputs = inputs      # node inputs: the args that require grad, then the external Variables
-        self.n_args = n_args      # how many of `inputs` are args
-        self.rng = rng
+        self.inputs: list[Variable] | None = inputs  # node inputs: the args that require grad, then the externals
+        self.n_args = n_args                          # how many of `inputs` are args
+        self.rng: dict | None = rng
         self.mem: tuple | None = None
 
     def free(self) -> None:
@@ -49,6 +49,8 @@ class CheckpointFunction(BackwardFunction):
     rule = "recompute the segment, then backpropagate through it"
     differentiable = True  # so create_graph reaches our backward, which explains why it is not supported
 
+    ctx: CheckpointContext
+
     def __init__(self, ctx: CheckpointContext, seg: SegmentWatch) -> None:
         self.ctx = ctx
         self.seg = seg
@@ -60,7 +62,7 @@ class CheckpointFunction(BackwardFunction):
                 "checkpointed segment is not supported; run that part without checkpointing"
             )
         ctx = self.ctx
-        if ctx.args is None:
+        if ctx.args is None or ctx.fn is None or ctx.inputs is None or ctx.rng is None:  # all freed together
             raise GraphError(
                 f"checkpoint segment {self.seg.id}: backward through it a second time, but its saved inputs were "
                 "freed after the first backward; pass retain_graph=True to the first backward"

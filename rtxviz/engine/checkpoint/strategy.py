@@ -70,7 +70,8 @@ class CheckpointStrategy:
         if self.kind == "selective":
             return [(i, i + 1) for i in range(n)]
         if self.kind == "every":
-            return [(i, min(i + self.k, n)) for i in range(0, n, self.k)]
+            k = self.k or 1
+            return [(i, min(i + k, n)) for i in range(0, n, k)]
         count = math.ceil(math.sqrt(n))
         base, extra = divmod(n, count)
         out, start = [], 0
