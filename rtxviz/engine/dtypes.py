@@ -15,8 +15,8 @@ bool_ = np.dtype(np.bool_)
 
 DEFAULT_FLOAT = float32
 SUPPORTED = (float32, float64, int64, bool_)
-_BY_NAME: dict[str, np.dtype] = {"float32": float32, "float64": float64, "int64": int64, "bool": bool_, "float": float32,
-            "double": float64, "long": int64}
+_BY_NAME: dict[str, np.dtype] = {"float32": float32, "float64": float64, "int64": int64, "bool": bool_,
+                                 "float": float32, "double": float64, "long": int64}
 
 
 def as_dtype(dtype: Any, where: str = "dtype") -> np.dtype:
