@@ -360,6 +360,8 @@ class MaskMul(Op):
         Example(lambda g, x: mask_mul(g, (x,), "leaky", slope=0.1), ((5,), (5,))),
         Example(lambda g, a, b: mask_mul(g, (a, b), "max_a"), ((2, 3), (2, 3), (2, 3))),
         Example(lambda g, x: mask_mul(g, (x,), "sel_nonzero"), ((4,), (4,))),
+        Example(lambda g, x: mask_mul(g, (x,), "gt", value=0.25), ((6,), (6,))),
+        Example(lambda g, x: mask_mul(g, (x,), "strictly_inside", min=-0.5, max=0.5), ((2, 4), (2, 4))),
     )
 
     @staticmethod
