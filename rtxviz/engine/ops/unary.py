@@ -819,8 +819,9 @@ class Selu(Elementwise):
 
 @implements(Selu)
 def selu(x: Any) -> Any:
-    """scale · (x if x > 0 else α · (exp(x) - 1)), elementwise, with PyTorch's α ≈ 1.6733 and scale ≈ 1.0507
-    (torch.nn.functional.selu).
+    """scale · (x if x > 0 else α · (exp(x) - 1)), elementwise (torch.nn.functional.selu).
+
+    α and scale are PyTorch's constants, `SELU_ALPHA` ≈ 1.6733 and `SELU_SCALE` ≈ 1.0507.
 
     >>> from rtxviz import Tensor
     >>> [round(v, 4) for v in selu(Tensor.from_slice([1.0, -1.0], [2])).tolist()]
