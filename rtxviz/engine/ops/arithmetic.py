@@ -1,5 +1,5 @@
-"""Broadcasting arithmetic (add, sub, mul, div, pow, maximum, minimum), the tensor-scalar forms, and mask_mul,
-the op that backward rules multiply by a piecewise-constant mask with.
+"""Broadcasting arithmetic (add, sub, mul, div, pow, maximum, minimum, atan2, hypot, xlogy), the tensor-scalar
+forms, and mask_mul, the op that backward rules multiply by a piecewise-constant mask with.
 
 Each class is one op, its public function right after it. The broadcasting ones declare `compute` and `grads`
 (`BroadcastBinary` sums their gradients back to each input's shape).
@@ -232,6 +232,79 @@ def atan2(a: Any, b: Any) -> Any:
     return binary(Atan2, a, b)
 
 
+class Hypot(BroadcastBinary):
+    """hypot(a, b) = √(a² + b²), computed without overflow in the squares."""
+
+    name = "hypot"
+    rule = "dA = dC · A / C, dB = dC · B / C"
+    save_inputs = True
+    save_output = True
+
+    @staticmethod
+    def compute(a: Any, b: Any) -> Any:
+        return xp_of(a).hypot(a, b)
+
+    @staticmethod
+    def grads(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        c = ctx.output
+        ga = div(mul(g, a), c) if ctx.next[0] is not None else None
+        gb = div(mul(g, b), c) if ctx.next[1] is not None else None
+        return ga, gb
+
+
+@tensor_method("hypot")
+@implements(Hypot)
+def hypot(a: Any, b: Any) -> Any:
+    """The elementwise length √(a² + b²) of the point (a, b), with broadcasting (torch.hypot).
+
+    >>> from rtxviz import Tensor
+    >>> hypot(Tensor.from_slice([3.0, 6.0], [2]), Tensor.from_slice([4.0, 8.0], [2])).tolist()
+    [5.0, 10.0]
+    """
+    return binary(Hypot, a, b)
+
+
+class Xlogy(BroadcastBinary):
+    """xlogy(a, b) = a · log b, and 0 where a = 0 (unless b is nan), as torch.xlogy."""
+
+    name = "xlogy"
+    rule = "dA = dC · log B (0 where A = 0 and B ≤ 0), dB = dC · A / B"
+    save_inputs = True
+
+    @staticmethod
+    def compute(a: Any, b: Any) -> Any:
+        xp = xp_of(a)
+        with np.errstate(divide="ignore", invalid="ignore"):  # log of b <= 0 where a = 0: replaced by 0 below
+            out = a * xp.log(b)
+        return xp.where((a == 0) & ~xp.isnan(b), out.dtype.type(0), out)
+
+    @staticmethod
+    def grads(ctx: Any, g: Any) -> tuple:
+        # As PyTorch: dA = xlogy(dC, B), set to 0 where A = 0 and B <= 0 (a selection by the mask_mul op, so it
+        # survives the nan/-inf of log B there, create_graph and graph-cache replays); dB = dC · A / B.
+        a, b = ctx.saved_inputs
+        ga = gb = None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if ctx.next[0] is not None:
+                ga = mask_mul(xlogy(g, b), (a, b), "sel_xlogy")
+            if ctx.next[1] is not None:
+                gb = div(mul(g, a), b)
+        return ga, gb
+
+
+@tensor_method("xlogy")
+@implements(Xlogy)
+def xlogy(a: Any, b: Any) -> Any:
+    """a · log(b) elementwise, with broadcasting, and 0 where a is 0 (torch.xlogy).
+
+    >>> from rtxviz import Tensor
+    >>> xlogy(Tensor.from_slice([0.0, 2.0], [2]), Tensor.from_slice([0.0, 1.0], [2])).tolist()
+    [0.0, 0.0]
+    """
+    return binary(Xlogy, a, b)
+
+
 # -- masks ------------------------------------------------------------------------------------------------------
 def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
     """The piecewise-constant factor m(X) of a derivative, as bool or float array (never a new dtype)."""
@@ -253,6 +326,12 @@ def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
         return x > 1
     if kind == "sel_pow_exponent":
         return (x != 0) | (xs[1] < 0)
+    if kind == "gt":
+        return x > attrs["value"]
+    if kind == "sel_xlogy":
+        return ~((x == 0) & (xs[1] <= 0))  # not "a = 0 and b <= 0" (a nan b keeps its nan, as PyTorch)
+    if kind == "strictly_inside":
+        return (x > attrs["min"]) & (x < attrs["max"])
     if kind == "inside":
         lo, hi = attrs["min"], attrs["max"]
         if lo is None:
@@ -281,6 +360,8 @@ class MaskMul(Op):
         Example(lambda g, x: mask_mul(g, (x,), "leaky", slope=0.1), ((5,), (5,))),
         Example(lambda g, a, b: mask_mul(g, (a, b), "max_a"), ((2, 3), (2, 3), (2, 3))),
         Example(lambda g, x: mask_mul(g, (x,), "sel_nonzero"), ((4,), (4,))),
+        Example(lambda g, x: mask_mul(g, (x,), "gt", value=0.25), ((6,), (6,))),
+        Example(lambda g, x: mask_mul(g, (x,), "strictly_inside", min=-0.5, max=0.5), ((2, 4), (2, 4))),
     )
 
     @staticmethod
@@ -298,14 +379,15 @@ class MaskMul(Op):
 
 
 def mask_mul(g: Any, xs: tuple, kind: str, **params: Any) -> Any:
-    """g · m(xs) with m one of the masks of `_mask` ("pos", "nonpos", "lt", "sign", "leaky", "inside",
-    "max_a"/"max_b"/"min_a"/"min_b"); `params` are its constants (value, slope, min, max). The "sel_" kinds
-    ("sel_nonzero", "sel_gt1", "sel_pow_exponent") select instead: g where m else 0, even where g is nan."""
+    """g · m(xs) with m one of the masks of `_mask` ("pos", "nonpos", "lt", "gt", "sign", "leaky", "inside",
+    "strictly_inside", "max_a"/"max_b"/"min_a"/"min_b"); `params` are its constants (value, slope, min, max). The
+    "sel_" kinds ("sel_nonzero", "sel_gt1", "sel_pow_exponent", "sel_xlogy") select instead: g where m else 0, even
+    where g is nan."""
     return apply(MaskMul, (g, *xs), {"kind": kind, **params} if params else _KIND_ATTRS[kind])
 
 
 _KIND_ATTRS = {k: {"kind": k} for k in ("pos", "nonpos", "sign", "max_a", "max_b", "min_a", "min_b", "sel_nonzero",
-                                         "sel_gt1", "sel_pow_exponent")}
+                                         "sel_gt1", "sel_pow_exponent", "sel_xlogy")}
 
 
 # -- one input ----------------------------------------------------------------------------------------------------

@@ -451,8 +451,14 @@ class Erf(Elementwise):
 
 
 @tensor_method("erf")
-@implements(Erf, reference=None)
+@implements(Erf)
 def erf(x: Any) -> Any:
+    """The error function 2/√π ∫₀ˣ exp(-t²) dt, elementwise (torch.erf).
+
+    >>> from rtxviz import Tensor
+    >>> [round(v, 4) for v in erf(Tensor.from_slice([0.0, 0.5, -2.0], [3])).tolist()]
+    [0.0, 0.5205, -0.9953]
+    """
     return unary(Erf, x)
 
 
@@ -543,3 +549,370 @@ class MinimumScalar(Elementwise):
 @implements(MinimumScalar, reference=None)
 def minimum_scalar(x: Any, value: float) -> Any:
     return apply(MinimumScalar, (x,), {"value": value})
+
+
+# -- vocabulary v2: more math ---------------------------------------------------------------------------------
+class Log1p(Elementwise):
+    name = "log1p"
+    rule = "dX = dY / (1 + X)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).log1p(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (div(g, add_scalar(ctx.saved_inputs[0], 1.0)),)
+
+
+@tensor_method("log1p")
+@implements(Log1p)
+def log1p(x: Any) -> Any:
+    """log(1 + x), accurate for small x (torch.log1p).
+
+    >>> from rtxviz import Tensor
+    >>> log1p(Tensor.from_slice([0.0, 1e-10], [2])).tolist()[1] > 0
+    True
+    """
+    return unary(Log1p, x)
+
+
+class Expm1(Elementwise):
+    name = "expm1"
+    rule = "dX = dY · (Y + 1)"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).expm1(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul(g, add_scalar(ctx.output, 1.0)),)
+
+
+@tensor_method("expm1")
+@implements(Expm1)
+def expm1(x: Any) -> Any:
+    """exp(x) - 1, accurate for small x (torch.expm1).
+
+    >>> from rtxviz import Tensor
+    >>> expm1(Tensor.from_slice([0.0], [1])).tolist()
+    [0.0]
+    """
+    return unary(Expm1, x)
+
+
+class Tan(Elementwise):
+    name = "tan"
+    rule = "dX = dY · (1 + Y²)"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).tan(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        y = ctx.output
+        return (mul(g, add_scalar(mul(y, y), 1.0)),)
+
+
+@tensor_method("tan")
+@implements(Tan)
+def tan(x: Any) -> Any:
+    """The tangent, elementwise (torch.tan).
+
+    >>> from rtxviz import Tensor
+    >>> round(tan(Tensor.from_slice([0.25], [1])).item(), 4)
+    0.2553
+    """
+    return unary(Tan, x)
+
+
+class Atan(Elementwise):
+    name = "atan"
+    rule = "dX = dY / (1 + X²)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).arctan(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0]
+        return (div(g, add_scalar(mul(x, x), 1.0)),)
+
+
+@tensor_method("atan", "arctan")
+@implements(Atan)
+def atan(x: Any) -> Any:
+    """The inverse tangent, elementwise, in (-π/2, π/2) (torch.atan).
+
+    >>> from rtxviz import Tensor
+    >>> round(atan(Tensor.from_slice([1.0], [1])).item(), 4)  # π/4
+    0.7854
+    """
+    return unary(Atan, x)
+
+
+class Sinh(Elementwise):
+    name = "sinh"
+    rule = "dX = dY · cosh(X)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).sinh(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul(g, cosh(ctx.saved_inputs[0])),)
+
+
+@tensor_method("sinh")
+@implements(Sinh)
+def sinh(x: Any) -> Any:
+    """The hyperbolic sine, elementwise (torch.sinh).
+
+    >>> from rtxviz import Tensor
+    >>> round(sinh(Tensor.from_slice([1.0], [1])).item(), 4)
+    1.1752
+    """
+    return unary(Sinh, x)
+
+
+class Cosh(Elementwise):
+    name = "cosh"
+    rule = "dX = dY · sinh(X)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).cosh(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul(g, sinh(ctx.saved_inputs[0])),)
+
+
+@tensor_method("cosh")
+@implements(Cosh)
+def cosh(x: Any) -> Any:
+    """The hyperbolic cosine, elementwise (torch.cosh).
+
+    >>> from rtxviz import Tensor
+    >>> round(cosh(Tensor.from_slice([1.0], [1])).item(), 4)
+    1.5431
+    """
+    return unary(Cosh, x)
+
+
+# -- vocabulary v2: more activations ----------------------------------------------------------------------------
+class LogSigmoid(Elementwise):
+    name = "logsigmoid"
+    rule = "dX = dY · σ(-X)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        # log σ(x) = min(x, 0) - log(1 + exp(-|x|)): exp of a non-positive number never overflows.
+        return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (mul(g, sigmoid(neg(ctx.saved_inputs[0]))),)
+
+
+@implements(LogSigmoid)
+def logsigmoid(x: Any) -> Any:
+    """log σ(x), elementwise and stable on both tails (torch.nn.functional.logsigmoid).
+
+    >>> from rtxviz import Tensor
+    >>> [round(v, 4) for v in logsigmoid(Tensor.from_slice([0.0, -100.0], [2])).tolist()]
+    [-0.6931, -100.0]
+    """
+    return unary(LogSigmoid, x)
+
+
+class Mish(Elementwise):
+    name = "mish"
+    rule = "dX = dY · (tanh(softplus(X)) + X · σ(X) · (1 - tanh²(softplus(X))))"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        return x * xp.tanh(xp.logaddexp(x, 0).astype(x.dtype, copy=False))
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0]
+        t = tanh(softplus(x))
+        return (mul(g, add(t, mul(mul(x, sigmoid(x)), rsub_scalar(mul(t, t), 1.0)))),)
+
+
+@implements(Mish)
+def mish(x: Any) -> Any:
+    """x · tanh(softplus(x)), elementwise (torch.nn.functional.mish).
+
+    >>> from rtxviz import Tensor
+    >>> round(mish(Tensor.from_slice([1.0], [1])).item(), 4)
+    0.8651
+    """
+    return unary(Mish, x)
+
+
+class Hardswish(Elementwise):
+    name = "hardswish"
+    rule = "dX = dY · (0 if X < -3, X/3 + 1/2 if -3 ≤ X ≤ 3, 1 if X > 3)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x * xp_of(x).clip(x + 3.0, 0.0, 6.0) / 6.0
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        # PyTorch's pieces: 0 below -3, X/3 + 1/2 on [-3, 3], 1 above 3; each mask made by the mask_mul op.
+        x = ctx.saved_inputs[0]
+        middle = mask_mul(mul(g, add_scalar(mul_scalar(x, 1.0 / 3.0), 0.5)), (x,), "inside", min=-3.0, max=3.0)
+        return (add(middle, mask_mul(g, (x,), "gt", value=3.0)),)
+
+
+@implements(Hardswish)
+def hardswish(x: Any) -> Any:
+    """x · min(max(x + 3, 0), 6) / 6, elementwise (torch.nn.functional.hardswish).
+
+    >>> from rtxviz import Tensor
+    >>> hardswish(Tensor.from_slice([-4.0, 0.0, 1.5, 4.0], [4])).tolist()
+    [-0.0, 0.0, 1.125, 4.0]
+    """
+    return unary(Hardswish, x)
+
+
+#: PyTorch's SELU constants (Klambauer et al. 2017).
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+class Selu(Elementwise):
+    name = "selu"
+    rule = "dX = dY · scale · (1 if X > 0 else α·exp(X))"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        neg_part = xp.expm1(xp.minimum(x, 0)) * (SELU_ALPHA * SELU_SCALE)
+        return xp.where(x > 0, x * SELU_SCALE, neg_part).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0]
+        neg_part = mul(g, mul_scalar(exp(minimum_scalar(x, 0.0)), SELU_ALPHA * SELU_SCALE))
+        return (add(mask_mul(mul_scalar(g, SELU_SCALE), (x,), "pos"), mask_mul(neg_part, (x,), "nonpos")),)
+
+
+@implements(Selu)
+def selu(x: Any) -> Any:
+    """scale · (x if x > 0 else α · (exp(x) - 1)), elementwise (torch.nn.functional.selu).
+
+    α and scale are PyTorch's constants, `SELU_ALPHA` ≈ 1.6733 and `SELU_SCALE` ≈ 1.0507.
+
+    >>> from rtxviz import Tensor
+    >>> [round(v, 4) for v in selu(Tensor.from_slice([1.0, -1.0], [2])).tolist()]
+    [1.0507, -1.1113]
+    """
+    return unary(Selu, x)
+
+
+class Celu(Elementwise):
+    name = "celu"
+    rule = "dX = dY · (1 if X > 0 else exp(X/α))"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        alpha = ctx.attrs["alpha"]
+        neg_part = xp.expm1(xp.minimum(x, 0) * (1.0 / alpha)) * alpha
+        return xp.where(x > 0, x, neg_part).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0]
+        neg_part = mul(g, exp(mul_scalar(minimum_scalar(x, 0.0), 1.0 / ctx.attrs["alpha"])))
+        return (add(mask_mul(g, (x,), "pos"), mask_mul(neg_part, (x,), "nonpos")),)
+
+
+@implements(Celu)
+def celu(x: Any, alpha: float = 1.0) -> Any:
+    """x if x > 0 else α · (exp(x/α) - 1), elementwise (torch.nn.functional.celu).
+
+    >>> from rtxviz import Tensor
+    >>> [round(v, 4) for v in celu(Tensor.from_slice([2.0, -1.0], [2]), alpha=0.5).tolist()]
+    [2.0, -0.4323]
+    """
+    alpha = float(alpha)
+    if alpha == 0.0:
+        raise ValueError("celu: alpha must not be 0 (it divides x), got 0.0")
+    return unary(Celu, x, {"alpha": alpha})
+
+
+class Hardtanh(Elementwise):
+    name = "hardtanh"
+    rule = "dX = dY · [min_val < X < max_val]"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).clip(x, ctx.attrs["min_val"], ctx.attrs["max_val"]).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        # As PyTorch: no gradient at the bounds themselves (clamp passes it there).
+        attrs = ctx.attrs
+        return (mask_mul(g, ctx.saved_inputs, "strictly_inside", min=attrs["min_val"], max=attrs["max_val"]),)
+
+
+@implements(Hardtanh)
+def hardtanh(x: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:
+    """x clipped to [min_val, max_val], elementwise (torch.nn.functional.hardtanh).
+
+    >>> from rtxviz import Tensor
+    >>> hardtanh(Tensor.from_slice([-2.0, 0.5, 3.0], [3])).tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    min_val, max_val = float(min_val), float(max_val)
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val {min_val} is greater than max_val {max_val}")
+    return unary(Hardtanh, x, {"min_val": min_val, "max_val": max_val})
+
+
+class Softsign(Elementwise):
+    name = "softsign"
+    rule = "dX = dY / (1 + |X|)²"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x / (xp_of(x).abs(x) + 1.0)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (div(g, square(add_scalar(abs(ctx.saved_inputs[0]), 1.0))),)
+
+
+@implements(Softsign)
+def softsign(x: Any) -> Any:
+    """x / (1 + |x|), elementwise (torch.nn.functional.softsign).
+
+    >>> from rtxviz import Tensor
+    >>> softsign(Tensor.from_slice([1.0, -3.0], [2])).tolist()
+    [0.5, -0.75]
+    """
+    return unary(Softsign, x)
