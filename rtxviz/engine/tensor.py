@@ -346,6 +346,9 @@ class Tensor:
         def add_scalar(x: Tensor, value: builtins.float) -> Any:
             """x + value, for a Python number."""
 
+        def arctan(x: Any) -> Any:
+            """The inverse tangent, elementwise, in (-π/2, π/2) (torch.atan)."""
+
         def arctan2(a: Any, b: Any) -> Any:
             """The elementwise angle of the point (b, a), with broadcasting (torch.atan2)."""
 
@@ -354,6 +357,9 @@ class Tensor:
 
         def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Tensor:
             """Index of the (first) smallest value over `dim`, or into the flattened tensor; int64, no gradient."""
+
+        def atan(x: Any) -> Any:
+            """The inverse tangent, elementwise, in (-π/2, π/2) (torch.atan)."""
 
         def atan2(a: Any, b: Any) -> Any:
             """The elementwise angle of the point (b, a), with broadcasting (torch.atan2)."""
@@ -381,6 +387,9 @@ class Tensor:
         def cos(x: Any) -> Any:
             ...
 
+        def cosh(x: Any) -> Any:
+            """The hyperbolic cosine, elementwise (torch.cosh)."""
+
         def div(a: Any, b: Any) -> Any:
             """a / b with broadcasting."""
 
@@ -394,7 +403,7 @@ class Tensor:
             ...
 
         def erf(x: Any) -> Any:
-            ...
+            """The error function 2/√π ∫₀ˣ exp(-t²) dt, elementwise (torch.erf)."""
 
         def exp(x: Any) -> Any:
             ...
@@ -402,11 +411,17 @@ class Tensor:
         def expand(x: Tensor, *shape: Any) -> Any:
             """Broadcast `x` to `shape` without copying (PyTorch's expand; -1 keeps a dim)."""
 
+        def expm1(x: Any) -> Any:
+            """exp(x) - 1, accurate for small x (torch.expm1)."""
+
         def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
             """Merge dims `start_dim..end_dim` into one (a `reshape`); a 0-d tensor becomes shape (1,)."""
 
         def gelu(x: Any, approximate: str = 'none') -> Any:
             ...
+
+        def hypot(a: Any, b: Any) -> Any:
+            """The elementwise length √(a² + b²) of the point (a, b), with broadcasting (torch.hypot)."""
 
         def index_select(x: Any, dim: int, index: Any) -> Any:
             """The entries at `index` (1-D int64) along `dim`; repeats allowed, and their gradients add up."""
@@ -423,6 +438,9 @@ class Tensor:
 
         def log(x: Any) -> Any:
             ...
+
+        def log1p(x: Any) -> Any:
+            """log(1 + x), accurate for small x (torch.log1p)."""
 
         def log_softmax(x: Tensor, dim: int = -1) -> Any:
             """log(softmax(x)) along `dim`, computed as x - logsumexp(x) (stable for large logits)."""
@@ -507,6 +525,9 @@ class Tensor:
         def sin(x: Any) -> Any:
             ...
 
+        def sinh(x: Any) -> Any:
+            """The hyperbolic sine, elementwise (torch.sinh)."""
+
         def softmax(x: Tensor, dim: int = -1) -> Any:
             """exp(x) / Σ exp(x) along `dim` (numerically stable)."""
 
@@ -538,6 +559,9 @@ class Tensor:
         def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """Sum over `dim` (an int, a list of ints, or None for all)."""
 
+        def tan(x: Any) -> Any:
+            """The tangent, elementwise (torch.tan)."""
+
         def tanh(x: Any) -> Any:
             ...
 
@@ -556,6 +580,9 @@ class Tensor:
 
         def where(x: Any, condition: Any, other: Any) -> Any:
             """x.where(condition, other): x where condition else other (PyTorch's Tensor.where)."""
+
+        def xlogy(a: Any, b: Any) -> Any:
+            """a · log(b) elementwise, with broadcasting, and 0 where a is 0 (torch.xlogy)."""
     # -- end of op methods --
 
 
