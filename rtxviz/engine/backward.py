@@ -21,6 +21,7 @@ from . import hooks as _hooks
 from .device import device_of
 from .errors import GraphError
 from .grad_mode import STATE
+from .memory import root_of
 from .tensor import Tensor, as_tensor_like
 
 if TYPE_CHECKING:  # for annotations only: at run time the walk knows both by protocol
@@ -134,15 +135,29 @@ def topological_order(roots: Sequence[TapeNode]) -> list[TapeNode]:
     return order
 
 
-def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool) -> None:
-    """Add one backward pass's gradient into `leaf.grad` (a fresh array: gradients are never updated in place)."""
+def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool, claimed: set[int] | None = None) -> None:
+    """Add one backward pass's gradient into `leaf.grad` (a fresh array: gradients are never updated in place).
+
+    `claimed`: the buffers already handed out in this pass (to other leaves, retained gradients, the caller's
+    grad_output). A gradient that reads one of them is copied, so no two tensors ever share a gradient buffer
+    (a rule like add's passes one gradient to both inputs; scaling one leaf's .grad in place must not scale the
+    other's)."""
     if isinstance(g.data, np.generic):
         g = leaf._wrap(np.asarray(g.data), g._node)
     if not create_graph and not g.data.flags.writeable:
         g = leaf._wrap(g.data.copy(), None)  # broadcast views are read-only: own the gradient
     if g.data.dtype != leaf.data.dtype:
         g = leaf._wrap(g.data.astype(leaf.data.dtype), None)
-    leaf.grad = g if leaf.grad is None else _accumulate(leaf.grad, g, create_graph)
+    if leaf.grad is None:
+        if claimed is not None:
+            root = id(root_of(g.data))
+            if root in claimed:
+                g = leaf._wrap(g.data.copy(), g._node)
+                root = id(g.data)
+            claimed.add(root)
+        leaf.grad = g
+    else:
+        leaf.grad = _accumulate(leaf.grad, g, create_graph)
 
 
 def run_backward(
@@ -157,6 +172,7 @@ def run_backward(
     with `inputs`, return their gradients instead (as `rtxviz.grad`) and touch no `.grad`."""
     if retain_graph is None:
         retain_graph = create_graph
+    claimed: set[int] = set()  # buffers handed out this pass (see accumulate_leaf_grad)
     roots: list[TapeNode] = []
     grads: dict[int, Any] = {}
     leaf_grads: dict[int, list] = {}
@@ -167,6 +183,8 @@ def run_backward(
                 "Variables with requires_grad=True (and check it was not computed under no_grad)"
             )
         g0 = _initial_grad(out, g)
+        if g is not None:
+            claimed.add(id(root_of(g0.data)))  # the caller's array: no leaf's .grad may be it
         if out._node is None:  # a leaf: its gradient is the seed itself
             entry = leaf_grads.get(id(out))
             leaf_grads[id(out)] = [out, g0 if entry is None else _accumulate(entry[1], g0, create_graph)]
@@ -205,6 +223,7 @@ def run_backward(
                 continue
             if node.pre_hooks:
                 g = _run_pre_hooks(node.pre_hooks, g)
+                claimed.add(id(root_of(g.data)))  # a retained gradient, or one a hook kept
             if inputs is not None and key in wanted_nodes:
                 results[wanted_nodes[key]] = g
             if inputs is not None and key not in must_run:
@@ -253,7 +272,7 @@ def run_backward(
         if hooks:
             for h in hooks:
                 h.leaf_grad(leaf, g)  # the contribution of this pass, before it joins .grad
-        accumulate_leaf_grad(leaf, g, create_graph)
+        accumulate_leaf_grad(leaf, g, create_graph, claimed)
         if _hooks.TRACING:
             _hooks.trace("leaf_grad_accumulated", leaf=leaf, grad=g, create_graph=create_graph)
     if hooks:

@@ -25,7 +25,8 @@ _held: dict[int, list[int]] = {}
 _stats = {"current": 0, "peak": 0}
 
 
-def _root(array: Any) -> Any:
+def root_of(array: Any) -> Any:
+    """The buffer an array (or a view of a view) reads: the end of its `.base` chain."""
     base = array.base
     while base is not None and hasattr(base, "nbytes"):
         array = base
@@ -34,7 +35,7 @@ def _root(array: Any) -> Any:
 
 
 def _add(array: Any) -> int:
-    root = _root(array)
+    root = root_of(array)
     key = id(root)
     entry = _held.get(key)
     if entry is None:
@@ -118,13 +119,13 @@ def memory_stats(scan: bool = True) -> dict[str, int]:
         grads: dict[int, int] = {}
         every: dict[int, int] = {}
         for obj in live_tensors():
-            root = _root(obj.data)
+            root = root_of(obj.data)
             every[id(root)] = int(root.nbytes)
             if obj.requires_grad and obj._node is None:
                 params[id(root)] = int(root.nbytes)
                 g = getattr(obj, "grad", None)
                 if g is not None:
-                    groot = _root(g.data)
+                    groot = root_of(g.data)
                     grads[id(groot)] = int(groot.nbytes)
         out.update(parameter_bytes=sum(params.values()), gradient_bytes=sum(grads.values()),
                    tensor_bytes=sum(every.values()))

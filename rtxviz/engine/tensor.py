@@ -274,6 +274,12 @@ class Tensor:
         def __add__(a: Any, b: Any) -> Any:
             """a + b with broadcasting (a Python number b records `add_scalar`)."""
 
+        def __array_function__(self: Tensor, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+            """numpy functions on Tensors (np.sum, np.concatenate, ...) run the engine's op; a function without one"""
+
+        def __array_ufunc__(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+            """numpy ufuncs on Tensors (``np.exp(x)``, ``np.float64(2) * x``, ``np.ones(2) + x``) run the engine's op."""
+
         def __eq__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
             """self == other, elementwise (bool, no gradient): tensors hash by identity, as PyTorch's."""
 
@@ -614,21 +620,29 @@ def _to_array(data: Any, dtype: Any, device: Device | str | None, where: str) ->
 
 
 def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
-    """Coerce an op argument: Tensors pass; scalars and arrays become constant Tensors of `like`'s dtype
-    and device, so `x * 2.0` keeps x's float32 and `x + np_array` works."""
+    """Coerce an op's operand to a Tensor, by one rule (docs/engine.md, "Mixing Python, numpy and Tensors"):
+
+    - Python numbers, numpy scalars and Python lists take the dtype (and device) of `like`, the tensor they meet,
+      as PyTorch treats Python numbers: ``x * 2.0`` and ``np.float64(2) * x`` stay float32 for a float32 x;
+    - a numpy (or cupy) array is treated exactly like a Tensor of its own dtype: with a tensor of another dtype
+      the op raises the same DTypeError a Tensor would (naming both dtypes), never a silent cast.
+
+    >>> import numpy as np
+    >>> x = Tensor.ones([2])
+    >>> as_tensor_like(np.float64(2.0), x).dtype.name, as_tensor_like(np.arange(2.0), x).dtype.name
+    ('float32', 'float64')
+    """
     if isinstance(value, Tensor):
         return value
     if like is None:
         t = Tensor(value)
     else:
         arr = like.data
-        if isinstance(value, bool | int | float | np.number):
+        if isinstance(value, bool | int | float | np.number | list | tuple):
             xp = np if type(arr) is np.ndarray else xp_of(arr)
             t = Tensor._wrap(xp.asarray(value, dtype=arr.dtype))
         else:
             converted = _to_array(value, None, None, "operand")
-            if converted.dtype != arr.dtype and converted.dtype.kind == "f" and arr.dtype.kind == "f":
-                converted = converted.astype(arr.dtype)
             if type(arr) is not np.ndarray:
                 converted = to_device(converted, Device("cuda", arr.device.id))
             t = Tensor._wrap(converted)

@@ -100,7 +100,7 @@ class Codegen:
                 body.append(f"{self._leaf(ins[1])}.grad = None")
             elif kind == "leaf":
                 _, target, g_ref, cg = ins
-                body.append(f"_acc({self._leaf(target)}, _wrapV({self.ref(g_ref)}, None), {cg})")
+                body.append(f"_acc({self._leaf(target)}, _wrapV({self.ref(g_ref)}, None), {cg}, _claimed)")
             elif kind == "grad":
                 _, m, target = ins
                 body.append(f"s{m} = {self._leaf(target)}.grad.data")
@@ -113,6 +113,8 @@ class Codegen:
         head = [f"i{j} = ins[{j}].data" for j in range(n_inputs)]
         head += [f"p{n} = P{n}.data" for n in range(len(cap.params))]
         head += [f"r{n} = R{n}.data" for n in range(len(cap.refs))]
+        if any(ins[0] == "leaf" for ins in cap.instrs):
+            head.append("_claimed = set()")  # one pass's handed-out gradient buffers (accumulate_leaf_grad)
         src = "def _program(ins):\n" + "".join(f"    {line}\n" for line in head + body + [f"return {ret}"])
         code = compile(src, "<graph_cache program>", "exec")
         exec(code, self.ns)
