@@ -23,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 
-from .. import __version__
+from .._version import __version__
 from .deps import Settings, require_token
 from .hub import Hub
 from .routers import ingest, runs, ws

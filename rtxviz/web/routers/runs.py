@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from ... import __version__
+from ..._version import __version__
 from ...schema import SCHEMA_VERSION, json_schema
 from ..deps import settings_of, store_of
 from .ingest import RunIdPath
