@@ -69,8 +69,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from .store import default_db_path
     from .web import Settings, create_app
-    from .web.app import default_db_path
 
     if not is_loopback(args.host) and not args.token:
         print(f"rtxviz serve: refusing to bind {args.host} without --token (anyone on the network could read and "
@@ -110,7 +110,7 @@ def serve(args: argparse.Namespace) -> int:
 
 # -- import / export ----------------------------------------------------------------------------------------------
 def _default_db() -> str:
-    from .web.app import default_db_path
+    from .store import default_db_path
 
     return default_db_path()
 
@@ -173,9 +173,9 @@ def _run_info(args: argparse.Namespace, run_id: str) -> dict:
                                          headers={"Authorization": f"Bearer {args.token}"} if args.token else {})
             with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - the user's own server
                 return json.loads(resp.read())
-        from .web.store import Store
+        from .store import open_store
 
-        store = Store(args.db or _default_db())
+        store = open_store(args.db or _default_db())
         try:
             return store.get_run(run_id) or {"id": run_id}
         finally:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from fastapi import HTTPException, Request
 from starlette.requests import HTTPConnection
 
+from ..store import RunStore
 from .hub import Hub
-from .store import Store
 
 
 @dataclass
@@ -38,7 +38,7 @@ def settings_of(conn: HTTPConnection) -> Settings:
     return conn.app.state.settings
 
 
-def store_of(conn: HTTPConnection) -> Store:
+def store_of(conn: HTTPConnection) -> RunStore:
     return conn.app.state.store
 
 

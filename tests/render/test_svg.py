@@ -12,8 +12,8 @@ from rtxviz import Tensor, Variable, nn
 from rtxviz.events import EventHook
 from rtxviz.render import GraphvizNotFound, RenderTimeout, capture_grads, render
 from rtxviz.render.cli import configure_render, run_render
+from rtxviz.store import SQLiteStore
 from rtxviz.summary import CLASSES
-from rtxviz.web.store import Store
 
 from ._svg import parse
 
@@ -144,7 +144,7 @@ def _recorded_db(path):
         rtxviz.remove_hook(hook)
     import json
 
-    store = Store(str(path))
+    store = SQLiteStore(str(path))
     store.append("run-a", "demo", [(e["kind"], e.get("step"), json.dumps(e)) for e in events])
     store.close()
 

@@ -19,8 +19,8 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...schema import EventError, validate_batch, validate_json_batch
+from ...store import RunStore, StoreFull
 from ..deps import Settings, hub_of, settings_of, store_of
-from ..store import Store, StoreFull
 
 router = APIRouter(tags=["ingest"])
 
@@ -109,7 +109,7 @@ def _parse_json(body: bytes, s: Settings) -> tuple[list[tuple[str, int | None, s
     return out, extra
 
 
-def _ingest(store: Store, s: Settings, run_id: str, name: str | None, dropped: int, body: bytes,
+def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped: int, body: bytes,
             ctype: str) -> tuple[int, list[str], bool]:
     try:
         if ctype == "application/x-ndjson":
