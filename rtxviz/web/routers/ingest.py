@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...schema import EventError, validate_batch, validate_json_batch
 from ...store import RunStore, StoreFull
-from ..deps import Settings, hub_of, settings_of, store_of
+from ..deps import HubDep, Settings, SettingsDep, StoreDep
 
 router = APIRouter(tags=["ingest"])
 
@@ -136,16 +136,13 @@ def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped
 
 
 @router.post("/runs/{run_id}/events")
-async def ingest(request: Request, run_id: RunIdPath,
+async def ingest(request: Request, run_id: RunIdPath, s: SettingsDep, store: StoreDep, hub: HubDep,
                  name: Annotated[str | None, Query(max_length=256)] = None,
                  dropped: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0) -> dict[str, Any]:
     """Append a batch of events to run `run_id` (created on first use)."""
-    s = settings_of(request)
     body = await _read_body(request, s.max_body_bytes)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    store = store_of(request)
     first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body, ctype)
-    hub = hub_of(request)
     if texts:
         hub.publish(run_id, first, texts)
     if lifecycle:
