@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     store = open_store(db or default_db_path())
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):  # noqa: ANN202
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         store.close()
 
