@@ -4,4 +4,5 @@ import sys
 
 from . import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing this module (a doctest collector does) runs nothing
+    sys.exit(main())
