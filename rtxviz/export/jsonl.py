@@ -103,7 +103,7 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
         req = urllib.request.Request(f"{base}/api/runs/{run_id}/events?{q}", data=body, headers=headers,
                                      method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the user's own server
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # the user's own server
                 resp.read()
         except urllib.error.HTTPError as exc:
             raise RtxvizError(f"import: the server refused events {start}..{start + batch}: {exc.code} "
