@@ -61,4 +61,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "run", None) is None:
         parser.print_help()
         return 2
-    return args.run(args)
+    code: int = args.run(args)
+    return code

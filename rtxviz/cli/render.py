@@ -51,7 +51,7 @@ def _step(text: str) -> int | str | None:
         raise RtxvizError(f"render: --step must be a number, 'none' or 'last', got {text!r}") from None
 
 
-def load_events(args: argparse.Namespace) -> tuple[str, list[dict]]:
+def load_events(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     """(run id, events) of the run named on the command line, from --url or the database."""
     from ..export.source import events_from_db, events_from_server
 
@@ -80,7 +80,7 @@ def run_render(args: argparse.Namespace) -> int:
 
 def add_render_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add `render` to an argparse sub-parser set (``parser.add_subparsers()``)."""
-    p = subparsers.add_parser("render", help=HELP, description=HELP)
+    p: argparse.ArgumentParser = subparsers.add_parser("render", help=HELP, description=HELP)
     configure_render(p)
     p.set_defaults(run=run_render)
     return p

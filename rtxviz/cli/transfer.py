@@ -76,7 +76,8 @@ def _run_info(args: argparse.Namespace, run_id: str) -> dict[str, Any]:
             req = urllib.request.Request(f"{args.url.rstrip('/')}/api/runs/{urllib.parse.quote(run_id)}",
                                          headers={"Authorization": f"Bearer {args.token}"} if args.token else {})
             with urllib.request.urlopen(req, timeout=10) as resp:  # the user's own server
-                return json.loads(resp.read())
+                info: dict[str, Any] = json.loads(resp.read())
+                return info
         store = open_store(args.db or default_db_path())
         try:
             return store.get_run(run_id) or {"id": run_id}

@@ -57,7 +57,7 @@ class RunStore(Protocol):
 
     # -- writing -----------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow], dropped: int | None = None,
-               meta: dict | None = None) -> tuple[int, list[str]]:
+               meta: dict[str, Any] | None = None) -> tuple[int, list[str]]:
         """Append events to run `run_id`, creating the run on first use; return (first seq, the stored texts).
 
         All or nothing, committed before it returns. Sequence numbers are the run's next ones, from 1, dense.

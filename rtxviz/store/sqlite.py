@@ -72,7 +72,7 @@ class SQLiteStore:
 
     # -- writing ---------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow],
-               dropped: int | None = None, meta: dict | None = None) -> tuple[int, list[str]]:
+               dropped: int | None = None, meta: dict[str, Any] | None = None) -> tuple[int, list[str]]:
         """Append `(kind, step, json_text)` events to a run (created if new); returns (first seq, stored texts).
 
         The stored text is the event's JSON with ``"seq":N`` put first. `dropped` is the emitter's running total
@@ -153,7 +153,7 @@ class SQLiteStore:
             return self._r.execute(sql, args).fetchall()
 
     @staticmethod
-    def _run_row(row: tuple) -> RunRecord:
+    def _run_row(row: tuple[Any, ...]) -> RunRecord:
         d = dict(zip(_RUN_COLUMNS.split(", "), row, strict=True))
         d["meta"] = json.loads(d["meta"])
         return d

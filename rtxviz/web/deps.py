@@ -45,17 +45,20 @@ class Settings:
 
 async def get_settings(conn: HTTPConnection) -> Settings:
     """The server's `Settings` (app.state.settings)."""
-    return conn.app.state.settings
+    settings: Settings = conn.app.state.settings
+    return settings
 
 
 async def get_store(conn: HTTPConnection) -> RunStore:
     """The server's store (app.state.store)."""
-    return conn.app.state.store
+    store: RunStore = conn.app.state.store
+    return store
 
 
 async def get_hub(conn: HTTPConnection) -> Hub:
     """The server's hub (app.state.hub)."""
-    return conn.app.state.hub
+    hub: Hub = conn.app.state.hub
+    return hub
 
 
 # What a route declares to receive them (async dependencies: read on the event loop, no thread hop):

@@ -58,7 +58,7 @@ def _parse_ndjson(body: bytes, s: Settings) -> list[tuple[str, int | None, str]]
         text = body.decode()
     except UnicodeDecodeError as exc:
         raise EventError(f"body is not UTF-8 ({exc})") from None
-    texts = []
+    texts: list[str] = []
     for line in text.split("\n"):
         line = line.strip()
         if not line:
