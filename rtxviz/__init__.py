@@ -20,12 +20,12 @@ from . import (  # the training kit, as torch.nn / torch.optim
     optim,
     render,  # also gives Variables `_repr_svg_` for Jupyter; rtxviz.render(...) is callable
 )
+from ._version import __version__ as __version__  # written once, in _version.py
 from .debug import AnomalyError, detect_anomaly, grad_report
 from .engine import *  # noqa: F403
 from .engine import __all__ as _engine_all
 from .engine.dtypes import float32, float64, int64
 
-__version__ = "0.1.0"
 # `watch` and `events` are attributes too (see __getattr__), left out of __all__ so that a star import does not
 # load the event stream and pydantic.
 __all__ = [*_engine_all, "AnomalyError", "data", "detect_anomaly", "float32", "float64", "grad_report", "int64",

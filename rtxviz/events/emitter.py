@@ -256,7 +256,7 @@ class Run:
         if self.started:
             return self
         self.started = True
-        from .. import __version__
+        from .._version import __version__
 
         self._put({"v": 1, "kind": "run_start", "t": time.time(), "step": None, "name": self.name,
                    "meta": jsonable(self.meta), "sample_every": self.sample_every, "version": __version__})

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from ..engine.errors import RtxvizError
+from ..store import open_store
 
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 
@@ -102,7 +103,7 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
         req = urllib.request.Request(f"{base}/api/runs/{run_id}/events?{q}", data=body, headers=headers,
                                      method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the user's own server
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # the user's own server
                 resp.read()
         except urllib.error.HTTPError as exc:
             raise RtxvizError(f"import: the server refused events {start}..{start + batch}: {exc.code} "
@@ -113,7 +114,6 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
 def import_jsonl_to_db(path: str, db: str, run_id: str | None = None) -> str:
     """Validate a JSON-lines run against the schema and append it to a server's SQLite file; returns its id."""
     from ..schema import validate_batch
-    from ..web.store import Store
 
     events = list(read_jsonl(path))
     try:
@@ -121,7 +121,7 @@ def import_jsonl_to_db(path: str, db: str, run_id: str | None = None) -> str:
     except ValueError as exc:
         raise RtxvizError(f"import: {path}: {exc}") from None
     run_id = run_id or new_run_id()
-    store = Store(db)
+    store = open_store(db)
     try:
         store.append(run_id, _run_name(events, run_id),
                      [(e["kind"], e.get("step"), encode_event(e)) for e in events])

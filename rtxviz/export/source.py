@@ -1,7 +1,7 @@
 """Read a recorded run's events: from the server's SQLite file or its REST API (paged), as decoded dicts.
 
->>> from rtxviz.web.store import Store
->>> s = Store(":memory:")
+>>> from rtxviz.store import open_store
+>>> s = open_store(":memory:")
 >>> _ = s.append("r1", "demo", [("step_begin", 0, '{"v":1,"kind":"step_begin","t":0,"step":0}')])
 >>> [e["kind"] for e in events_from_store(s, "r1")]
 ['step_begin']
@@ -16,6 +16,7 @@ import urllib.request
 from typing import Any
 
 from ..engine.errors import RtxvizError
+from ..store import RunStore, open_store
 
 PAGE = 10_000
 
@@ -24,8 +25,8 @@ class RunNotFound(RtxvizError, LookupError):
     """No run with that id (or name) in the store or on the server."""
 
 
-def events_from_store(store: Any, run_id: str) -> list[dict]:
-    """Every event of `run_id` from a `rtxviz.web.store.Store`, in seq order."""
+def events_from_store(store: RunStore, run_id: str) -> list[dict]:
+    """Every event of `run_id` from a `rtxviz.store.RunStore`, in seq order."""
     if not store.has_run(run_id):
         raise RunNotFound(f"no run {run_id!r} in {store.path}; runs there: "
                           f"{[r['id'] for r in store.list_runs(20)]}")
@@ -58,11 +59,9 @@ def resolve_run(runs: list[dict], run: str) -> str:
 
 def events_from_db(path: str, run: str) -> tuple[str, list[dict]]:
     """(run id, events) from the server's SQLite file; `run` is an id, a unique name or "latest"."""
-    from ..web.store import Store
-
     if not os.path.exists(path):
         raise RunNotFound(f"no database at {path!r} (the server's --db, default ~/.rtxviz/runs.db)")
-    store = Store(path)
+    store = open_store(path)
     try:
         run_id = resolve_run(store.list_runs(1000), run)
         return run_id, events_from_store(store, run_id)
@@ -73,7 +72,7 @@ def events_from_db(path: str, run: str) -> tuple[str, list[dict]]:
 def _get_json(url: str, token: str | None, timeout: float) -> Any:
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the user's own server
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # the user's own server
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         raise RtxvizError(f"GET {url}: the server answered {exc.code}: {exc.read()[:300]!r}") from None

@@ -1,4 +1,4 @@
-"""The rtxviz server: FastAPI app (ingest, REST, WebSocket, static files), SQLite store, per-client hub.
+"""The rtxviz server: FastAPI app (ingest, REST, WebSocket, static files), per-client hub; runs kept by rtxviz.store.
 
 >>> from rtxviz.web import create_app
 >>> app = create_app(db=":memory:")

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,18 +23,13 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 
-from .. import __version__
+from .._version import __version__
+from ..store import default_db_path, open_store
 from .deps import Settings, require_token
 from .hub import Hub
 from .routers import ingest, runs, ws
-from .store import Store
 
 STATIC_DIR = Path(__file__).parent / "static"
-
-
-def default_db_path() -> str:
-    """$RTXVIZ_DB, else ~/.rtxviz/runs.db."""
-    return os.environ.get("RTXVIZ_DB") or str(Path.home() / ".rtxviz" / "runs.db")
 
 
 def host_name(host_header: str) -> str:
@@ -73,10 +68,10 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     """Build the server app. `db`: SQLite path (``":memory:"`` for a throwaway store); `settings` or keyword
     options (token=..., max_body_bytes=..., see `Settings`)."""
     s = settings or Settings(**options)
-    store = Store(db or default_db_path())
+    store = open_store(db or default_db_path())
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):  # noqa: ANN202
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         store.close()
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from .store import Store
+from ..store import RunStore
 
 log = logging.getLogger("rtxviz.web")
 
@@ -41,7 +41,7 @@ class _Client:
 class Hub:
     """Per-run sets of clients. Lives on the server's event loop: call `publish` from that loop only."""
 
-    def __init__(self, store: Store, max_clients: int = 64, queue_batches: int = 64, replay_chunk: int = 2000,
+    def __init__(self, store: RunStore, max_clients: int = 64, queue_batches: int = 64, replay_chunk: int = 2000,
                  send_timeout: float = 30.0) -> None:
         self.store = store
         self.max_clients, self.queue_batches = max_clients, queue_batches

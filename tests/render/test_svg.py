@@ -1,4 +1,4 @@
-"""SVG/PNG/PDF through graphviz (skipped without `dot`), errors, Jupyter display, the render CLI."""
+"""SVG/PNG/PDF through graphviz (skipped without `dot`), errors, Jupyter display (the render command: tests/cli)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ import pytest
 import rtxviz
 import rtxviz.render as R
 from rtxviz import Tensor, Variable, nn
-from rtxviz.events import EventHook
 from rtxviz.render import GraphvizNotFound, RenderTimeout, capture_grads, render
-from rtxviz.render.cli import configure_render, run_render
 from rtxviz.summary import CLASSES
-from rtxviz.web.store import Store
 
 from ._svg import parse
 
@@ -125,55 +122,3 @@ def test_render_module_is_callable_and_keeps_its_names(tmp_path):
     y = (_leaf([1.0], "a") * 2.0).sum()
     assert R(y, str(tmp_path / "c.dot")).endswith("c.dot")
     assert callable(R.capture_grads)
-
-
-def _recorded_db(path):
-    rtxviz.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
-    events = []
-    hook = EventHook(events.append)
-    rtxviz.add_hook(hook)
-    try:
-        for step in range(2):
-            hook.new_step(step)
-            events.append({"v": 1, "kind": "step_begin", "t": 0.0, "step": step})
-            model.zero_grad()
-            model(Tensor.ones([2, 3])).sum().backward()
-            events.append({"v": 1, "kind": "step_end", "t": 0.0, "step": step})
-    finally:
-        rtxviz.remove_hook(hook)
-    import json
-
-    store = Store(str(path))
-    store.append("run-a", "demo", [(e["kind"], e.get("step"), json.dumps(e)) for e in events])
-    store.close()
-
-
-@needs_dot
-def test_render_cli_from_sqlite(tmp_path, capsys):
-    import argparse
-
-    db = tmp_path / "runs.db"
-    _recorded_db(db)
-    p = argparse.ArgumentParser()
-    configure_render(p)
-    out = tmp_path / "run.svg"
-    assert run_render(p.parse_args(["demo", "-o", str(out), "--db", str(db)])) == 0
-    svg = parse(out.read_bytes())
-    labels = sorted(v["texts"][0] for v in svg["nodes"].values() if "rtx-op" in v["class"] or
-                    "rtx-output" in v["class"])
-    assert labels == ["linear", "linear", "relu", "sum"]
-    assert "step 1" in out.read_text()  # the last step is drawn, titled
-    assert "run-a" in capsys.readouterr().out
-    assert run_render(p.parse_args(["nope", "-o", str(out), "--db", str(db)])) == 1
-    assert "no run 'nope'" in capsys.readouterr().err
-
-
-def test_render_cli_registration_helper():
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers()
-    R.cli.add_render_command(sub)
-    args = parser.parse_args(["render", "latest", "-o", "x.svg"])
-    assert args.run is run_render and args.run_ref == "latest"

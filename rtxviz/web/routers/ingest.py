@@ -19,8 +19,8 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...schema import EventError, validate_batch, validate_json_batch
-from ..deps import Settings, hub_of, settings_of, store_of
-from ..store import Store, StoreFull
+from ...store import RunStore, StoreFull
+from ..deps import HubDep, Settings, SettingsDep, StoreDep
 
 router = APIRouter(tags=["ingest"])
 
@@ -58,7 +58,7 @@ def _parse_ndjson(body: bytes, s: Settings) -> list[tuple[str, int | None, str]]
         text = body.decode()
     except UnicodeDecodeError as exc:
         raise EventError(f"body is not UTF-8 ({exc})") from None
-    texts = []
+    texts: list[str] = []
     for line in text.split("\n"):
         line = line.strip()
         if not line:
@@ -109,7 +109,7 @@ def _parse_json(body: bytes, s: Settings) -> tuple[list[tuple[str, int | None, s
     return out, extra
 
 
-def _ingest(store: Store, s: Settings, run_id: str, name: str | None, dropped: int, body: bytes,
+def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped: int, body: bytes,
             ctype: str) -> tuple[int, list[str], bool]:
     try:
         if ctype == "application/x-ndjson":
@@ -136,16 +136,13 @@ def _ingest(store: Store, s: Settings, run_id: str, name: str | None, dropped: i
 
 
 @router.post("/runs/{run_id}/events")
-async def ingest(request: Request, run_id: RunIdPath,
+async def ingest(request: Request, run_id: RunIdPath, s: SettingsDep, store: StoreDep, hub: HubDep,
                  name: Annotated[str | None, Query(max_length=256)] = None,
                  dropped: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0) -> dict[str, Any]:
     """Append a batch of events to run `run_id` (created on first use)."""
-    s = settings_of(request)
     body = await _read_body(request, s.max_body_bytes)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    store = store_of(request)
     first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body, ctype)
-    hub = hub_of(request)
     if texts:
         hub.publish(run_id, first, texts)
     if lifecycle:

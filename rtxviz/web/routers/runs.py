@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from ... import __version__
+from ..._version import __version__
 from ...schema import SCHEMA_VERSION, json_schema
-from ..deps import settings_of, store_of
+from ...store import RunStore
+from ..deps import SettingsDep, StoreDep
 from .ingest import RunIdPath
 
 router = APIRouter(tags=["runs"])
@@ -29,26 +30,26 @@ def schema() -> dict[str, Any]:
 
 
 @router.get("/runs")
-async def list_runs(request: Request, limit: Annotated[int, Query(ge=1, le=1000)] = 1000) -> list[dict[str, Any]]:
+async def list_runs(store: StoreDep, limit: Annotated[int, Query(ge=1, le=1000)] = 1000) -> list[dict[str, Any]]:
     """Every run, newest first: ``id``, ``name``, ``created``, ``status``, ``n_events``, ``dropped``, ..."""
-    return await run_in_threadpool(store_of(request).list_runs, limit)
+    return await run_in_threadpool(store.list_runs, limit)
 
 
-async def _run(request: Request, run_id: str) -> dict[str, Any]:
-    run = await run_in_threadpool(store_of(request).get_run, run_id)
+async def _run(store: RunStore, run_id: str) -> dict[str, Any]:
+    run = await run_in_threadpool(store.get_run, run_id)
     if run is None:
         raise HTTPException(404, f"no run {run_id!r}; GET /api/runs lists them")
     return run
 
 
 @router.get("/runs/{run_id}")
-async def get_run(request: Request, run_id: RunIdPath) -> dict[str, Any]:
-    return await _run(request, run_id)
+async def get_run(store: StoreDep, run_id: RunIdPath) -> dict[str, Any]:
+    return await _run(store, run_id)
 
 
 @router.delete("/runs/{run_id}")
-async def delete_run(request: Request, run_id: RunIdPath) -> dict[str, Any]:
-    if not await run_in_threadpool(store_of(request).delete_run, run_id):
+async def delete_run(store: StoreDep, run_id: RunIdPath) -> dict[str, Any]:
+    if not await run_in_threadpool(store.delete_run, run_id):
         raise HTTPException(404, f"no run {run_id!r}")
     return {"deleted": run_id}
 
@@ -68,30 +69,31 @@ _Step = Annotated[int | None, Query(ge=0, le=_MAX_INT)]
 
 
 @router.get("/runs/{run_id}/events")
-async def run_events(request: Request, run_id: RunIdPath, after: Annotated[int, Query(ge=0, le=_MAX_INT)] = 0,
+async def run_events(store: StoreDep, settings: SettingsDep, run_id: RunIdPath,
+                     after: Annotated[int, Query(ge=0, le=_MAX_INT)] = 0,
                      limit: Annotated[int, Query(ge=1)] = 1000, kind: _KIND = None,
                      step: _Step = None) -> Response:
     """A page of a run's events with seq > `after` (optionally only some kinds, or one step), in order."""
-    await _run(request, run_id)
-    limit = min(limit, settings_of(request).max_page)
-    rows = await run_in_threadpool(store_of(request).events, run_id, after, limit, kind, step)
+    await _run(store, run_id)
+    limit = min(limit, settings.max_page)
+    rows = await run_in_threadpool(store.events, run_id, after, limit, kind, step)
     return _events_response(run_id, rows, limit)
 
 
 @router.get("/runs/{run_id}/steps")
-async def run_steps(request: Request, run_id: RunIdPath,
+async def run_steps(store: StoreDep, run_id: RunIdPath,
                     limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000) -> list[dict[str, Any]]:
     """The run's steps: ``step``, ``seq`` (where it began), ``sampled``."""
-    await _run(request, run_id)
-    return await run_in_threadpool(store_of(request).steps, run_id, limit)
+    await _run(store, run_id)
+    return await run_in_threadpool(store.steps, run_id, limit)
 
 
 @router.get("/runs/{run_id}/graph")
-async def run_graph(request: Request, run_id: RunIdPath, step: _Step = None,
+async def run_graph(store: StoreDep, settings: SettingsDep, run_id: RunIdPath, step: _Step = None,
                     after: Annotated[int, Query(ge=0, le=_MAX_INT)] = 0,
                     limit: Annotated[int, Query(ge=1)] = 10_000) -> Response:
     """The graph's structure: `leaf` and `node` events (of one step when given), paged like /events."""
-    await _run(request, run_id)
-    limit = min(limit, settings_of(request).max_page)
-    rows = await run_in_threadpool(store_of(request).events, run_id, after, limit, ["leaf", "node"], step)
+    await _run(store, run_id)
+    limit = min(limit, settings.max_page)
+    rows = await run_in_threadpool(store.events, run_id, after, limit, ["leaf", "node"], step)
     return _events_response(run_id, rows, limit)

@@ -1,13 +1,9 @@
-"""`rtxviz render RUN -o out.svg`: draw a recorded run's step from the server's SQLite file or its REST API.
+"""`rtxviz render RUN -o out.svg`: draw a recorded run's step from the server's database or its REST API.
 
-Register it in rtxviz/cli.py with one line (the `command` registry there):
+The command lives here, beside the others; rtxviz/render draws only. With a plain argparse sub-parser set of your
+own, `add_render_command(subparsers)` adds it there.
 
-    from .render.cli import configure_render, run_render
-    command("render", "draw a recorded run's graph to SVG/PNG/PDF/DOT", configure_render)(run_render)
-
-or, with a plain argparse sub-parser set, `add_render_command(subparsers)`.
-
->>> p = __import__("argparse").ArgumentParser(); configure_render(p)
+>>> p = argparse.ArgumentParser(); configure_render(p)
 >>> p.parse_args(["latest", "-o", "g.svg", "--step", "3"]).step
 '3'
 """
@@ -20,12 +16,15 @@ import sys
 from typing import Any
 
 from ..engine.errors import RtxvizError
+from ..store import default_db_path
+from .registry import command
 
 HELP = "draw a recorded run's graph (one step) to SVG, PNG, PDF or DOT"
 
 
 def configure_render(p: argparse.ArgumentParser) -> None:
-    # dest is not "run": rtxviz/cli.py stores the handler in args.run
+    """Add the render command's arguments to `p`."""
+    # dest is not "run": the registry stores the handler in args.run
     p.add_argument("run_ref", metavar="RUN", help="run id, unique run name, or 'latest'")
     p.add_argument("-o", "--output", default="graph.svg", help="output file; format by extension (default graph.svg)")
     p.add_argument("--step", default="last", help="step to draw: a number, 'none' (events outside steps) or 'last' "
@@ -43,7 +42,7 @@ def configure_render(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds graphviz may take (default 30)")
 
 
-def _step(text: str) -> Any:
+def _step(text: str) -> int | str | None:
     if text in ("last", "none"):
         return "last" if text == "last" else None
     try:
@@ -52,17 +51,19 @@ def _step(text: str) -> Any:
         raise RtxvizError(f"render: --step must be a number, 'none' or 'last', got {text!r}") from None
 
 
-def load_events(args: argparse.Namespace) -> tuple[str, list[dict]]:
+def load_events(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
+    """(run id, events) of the run named on the command line, from --url or the database."""
     from ..export.source import events_from_db, events_from_server
 
     if args.url:
         return events_from_server(args.url, args.run_ref, token=args.token)
-    db = args.db or os.environ.get("RTXVIZ_DB") or os.path.join(os.path.expanduser("~"), ".rtxviz", "runs.db")
-    return events_from_db(db, args.run_ref)
+    return events_from_db(args.db or default_db_path(), args.run_ref)
 
 
+@command("render", HELP, configure_render)
 def run_render(args: argparse.Namespace) -> int:
-    from . import render
+    """Draw the step and say where it went; 1 with the reason on stderr when it cannot."""
+    from ..render import render
 
     try:
         run_id, events = load_events(args)
@@ -79,7 +80,7 @@ def run_render(args: argparse.Namespace) -> int:
 
 def add_render_command(subparsers: Any) -> argparse.ArgumentParser:
     """Add `render` to an argparse sub-parser set (``parser.add_subparsers()``)."""
-    p = subparsers.add_parser("render", help=HELP, description=HELP)
+    p: argparse.ArgumentParser = subparsers.add_parser("render", help=HELP, description=HELP)
     configure_render(p)
     p.set_defaults(run=run_render)
     return p

@@ -1,10 +1,12 @@
-"""The `rtxviz` command line."""
+"""The `rtxviz` command line: the registry and parser, `rtxviz serve`'s checks."""
 
 from __future__ import annotations
 
 import argparse
 
 from rtxviz import cli
+from rtxviz.cli import registry
+from rtxviz.cli.serve import is_loopback
 
 
 def test_serve_refuses_non_loopback_without_token(capsys):
@@ -13,12 +15,12 @@ def test_serve_refuses_non_loopback_without_token(capsys):
 
 
 def test_loopback_detection():
-    assert cli.is_loopback("127.0.0.1") and cli.is_loopback("::1") and cli.is_loopback("localhost")
-    assert not cli.is_loopback("0.0.0.0") and not cli.is_loopback("192.168.1.5") and not cli.is_loopback("example.com")
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5") and not is_loopback("example.com")
 
 
 def test_adding_a_subcommand_is_one_function(monkeypatch):
-    monkeypatch.setattr(cli, "COMMANDS", dict(cli.COMMANDS))
+    monkeypatch.setattr(registry, "COMMANDS", dict(registry.COMMANDS))  # the registry `command` writes
 
     @cli.command("hello", "say hello", lambda p: p.add_argument("--who", default="world"))
     def hello(args: argparse.Namespace) -> int:

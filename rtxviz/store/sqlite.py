@@ -1,14 +1,18 @@
-"""SQLite persistence for runs and their events: stdlib sqlite3, WAL, one writer connection, one reader.
+"""The SQLite store (the default): stdlib sqlite3, WAL, one writer connection, one reader. Implements `RunStore`.
 
 Events are stored as the JSON text the server will send (with ``seq`` already in it), so streaming from the store
 never re-encodes. `append` assigns each run's sequence numbers and commits before returning: whatever the ingest
-endpoint acknowledged survives a restart.
+endpoint acknowledged survives a restart. One process owns the sequence counters (they are kept in memory beside
+the file), so one server writes a file at a time.
 
->>> s = Store(":memory:")
+>>> s = SQLiteStore(":memory:")
 >>> s.append("r1", "demo", [("step_begin", 0, '{"v":1,"kind":"step_begin","t":0,"step":0}')], dropped=0)
 (1, ['{"seq":1,"v":1,"kind":"step_begin","t":0,"step":0}'])
 >>> [r["name"] for r in s.list_runs()]
 ['demo']
+>>> s.events("r1", after=0), s.last_seq("r1")
+([(1, '{"seq":1,"v":1,"kind":"step_begin","t":0,"step":0}')], 1)
+>>> s.close()
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from .base import RUN_FIELDS, EventRow, RunRecord, StepRecord, StoredEvent, StoreFull
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -34,15 +40,14 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_kind ON events (run_id, kind, seq);
 """
 
-_RUN_COLUMNS = "id, name, created, updated, status, meta, n_events, dropped, last_step"
+_RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
 
-class StoreFull(Exception):
-    """A bound on stored runs or events would be exceeded."""
+class SQLiteStore:
+    """Runs and events in one SQLite file (or ``:memory:``). Thread-safe; writes are serialised.
 
-
-class Store:
-    """Runs and events in one SQLite file (or ``:memory:``). Thread-safe; writes are serialised."""
+    `max_runs` and `max_events_per_run` bound the store (`StoreFull` past them). The file's folder is created.
+    """
 
     def __init__(self, path: str, max_runs: int = 1000, max_events_per_run: int = 20_000_000) -> None:
         self.path = path
@@ -66,8 +71,8 @@ class Store:
             self._runs.add(run_id)
 
     # -- writing ---------------------------------------------------------------------------------------------
-    def append(self, run_id: str, name: str | None, events: Sequence[tuple[str, int | None, str]],
-               dropped: int | None = None, meta: dict | None = None) -> tuple[int, list[str]]:
+    def append(self, run_id: str, name: str | None, events: Sequence[EventRow],
+               dropped: int | None = None, meta: dict[str, Any] | None = None) -> tuple[int, list[str]]:
         """Append `(kind, step, json_text)` events to a run (created if new); returns (first seq, stored texts).
 
         The stored text is the event's JSON with ``"seq":N`` put first. `dropped` is the emitter's running total
@@ -122,6 +127,7 @@ class Store:
             return first, texts
 
     def delete_run(self, run_id: str) -> bool:
+        """Delete a run and its events; False when there was no such run."""
         with self._wlock:
             if run_id not in self._runs:
                 return False
@@ -135,32 +141,35 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------------------------
     def has_run(self, run_id: str) -> bool:
+        """Whether run `run_id` exists (from memory: never blocks)."""
         return run_id in self._runs
 
     def last_seq(self, run_id: str) -> int:
         """The highest committed seq of a run (0 when it has none)."""
         return self._next.get(run_id, 1) - 1
 
-    def _query(self, sql: str, args: Sequence[Any]) -> list[tuple]:
+    def _query(self, sql: str, args: Sequence[Any]) -> list[Any]:
         with self._rlock:
             return self._r.execute(sql, args).fetchall()
 
     @staticmethod
-    def _run_row(row: tuple) -> dict[str, Any]:
+    def _run_row(row: tuple[Any, ...]) -> RunRecord:
         d = dict(zip(_RUN_COLUMNS.split(", "), row, strict=True))
         d["meta"] = json.loads(d["meta"])
         return d
 
-    def list_runs(self, limit: int = 1000) -> list[dict[str, Any]]:
+    def list_runs(self, limit: int = 1000) -> list[RunRecord]:
+        """At most `limit` runs, newest first."""
         rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created DESC LIMIT ?", (limit,))
         return [self._run_row(r) for r in rows]
 
-    def get_run(self, run_id: str) -> dict[str, Any] | None:
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """One run, or None."""
         rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
         return self._run_row(rows[0]) if rows else None
 
     def events(self, run_id: str, after: int = 0, limit: int = 1000, kinds: Sequence[str] | None = None,
-               step: int | None = None, upto: int | None = None) -> list[tuple[int, str]]:
+               step: int | None = None, upto: int | None = None) -> list[StoredEvent]:
         """(seq, json text) of a run's events with seq > after (and <= upto), in order, at most `limit`."""
         sql = "SELECT seq, body FROM events WHERE run_id = ? AND seq > ?"
         args: list[Any] = [run_id, after]
@@ -177,13 +186,14 @@ class Store:
         args.append(limit)
         return self._query(sql, args)
 
-    def steps(self, run_id: str, limit: int = 10_000) -> list[dict[str, Any]]:
+    def steps(self, run_id: str, limit: int = 10_000) -> list[StepRecord]:
         """Each recorded step: its index, whether it was sampled, and the seq where it began."""
         rows = self._query("SELECT seq, step, body FROM events WHERE run_id = ? AND kind = 'step_begin' "
                            "ORDER BY seq LIMIT ?", (run_id, limit))
         return [{"step": s, "seq": seq, "sampled": json.loads(b).get("sampled", True)} for seq, s, b in rows]
 
     def close(self) -> None:
+        """Close both connections."""
         with self._wlock:
             if self._r is not self._w:
                 self._r.close()

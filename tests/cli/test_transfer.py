@@ -12,8 +12,8 @@ from rtxviz.export import events_from_db, events_from_server, import_jsonl_to_db
 from rtxviz.export import html as html_export
 from rtxviz.web import create_app
 
+from ..export.test_html import FAKE_GRAPH, FAKE_INDEX, FAKE_MAIN
 from ..web.server import ThreadServer
-from .test_html import FAKE_GRAPH, FAKE_INDEX, FAKE_MAIN
 
 
 def _db_with_run(tmp_path: Path, events: list[dict]) -> tuple[str, str]:

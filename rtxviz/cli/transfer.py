@@ -1,0 +1,111 @@
+"""`rtxviz import` and `rtxviz export`: move a recorded run between a server (its database or its REST API) and a
+JSON-lines file; export also writes a Chrome trace or one self-contained HTML page.
+
+>>> from rtxviz.cli import build_parser
+>>> args = build_parser().parse_args(["export", "latest", "--jsonl", "run.jsonl"])
+>>> (args.run_ref, args.jsonl, args.db, args.url)
+('latest', 'run.jsonl', None, None)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import urllib.error
+from typing import Any
+
+from ..store import default_db_path, open_store
+from .registry import command
+
+
+def _source_args(p: argparse.ArgumentParser, verb: str) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--db", default=None, help=f"{verb} the server's SQLite file (default $RTXVIZ_DB or "
+                                                "~/.rtxviz/runs.db; safe while the server runs)")
+    src.add_argument("--url", default=None, help=f"{verb} a running server instead, e.g. http://127.0.0.1:8000")
+    p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
+
+
+def _import_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="a JSON-lines run (one event per line, as `rtxviz export --jsonl` "
+                                                "writes)")
+    _source_args(p, "into")
+    p.add_argument("--run-id", default=None, help="id for the new run (default import-<time>-<random>)")
+
+
+@command("import", "load a JSON-lines run into a server's database or a running server", _import_args)
+def import_(args: argparse.Namespace) -> int:
+    from ..engine.errors import RtxvizError
+    from ..export import import_jsonl, import_jsonl_to_db
+
+    if not os.path.isfile(args.file):
+        print(f"rtxviz import: no file {args.file!r}", file=sys.stderr)
+        return 1
+    try:
+        if args.url:
+            run_id = import_jsonl(args.file, args.url, run_id=args.run_id, token=args.token)
+            where = args.url
+        else:
+            where = args.db or default_db_path()
+            run_id = import_jsonl_to_db(args.file, where, run_id=args.run_id)
+    except (RtxvizError, OSError, urllib.error.URLError) as exc:
+        print(f"rtxviz import: {exc}", file=sys.stderr)
+        return 1
+    print(f"rtxviz import: {args.file} -> run {run_id} ({where})")
+    return 0
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_ref", metavar="RUN", help="run id, unique run name, or 'latest'")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("--jsonl", metavar="OUT", help="JSON-lines (what `rtxviz import` and the ingest endpoint take)")
+    out.add_argument("--trace", metavar="OUT", help="Chrome trace JSON (open in ui.perfetto.dev or chrome://tracing)")
+    out.add_argument("--html", metavar="OUT", help="one self-contained HTML page: the viewer with the run inside")
+    _source_args(p, "read")
+
+
+def _run_info(args: argparse.Namespace, run_id: str) -> dict[str, Any]:
+    """The run's metadata (name, status...) for the HTML page; an id-only stub when it cannot be read."""
+    import json
+    import urllib.parse
+    import urllib.request
+
+    try:
+        if args.url:
+            req = urllib.request.Request(f"{args.url.rstrip('/')}/api/runs/{urllib.parse.quote(run_id)}",
+                                         headers={"Authorization": f"Bearer {args.token}"} if args.token else {})
+            with urllib.request.urlopen(req, timeout=10) as resp:  # the user's own server
+                info: dict[str, Any] = json.loads(resp.read())
+                return info
+        store = open_store(args.db or default_db_path())
+        try:
+            return store.get_run(run_id) or {"id": run_id}
+        finally:
+            store.close()
+    except (OSError, ValueError):
+        return {"id": run_id}
+
+
+@command("export", "write a recorded run as JSON-lines, a Chrome trace or a self-contained HTML page", _export_args)
+def export(args: argparse.Namespace) -> int:
+    from ..engine.errors import RtxvizError
+    from ..export import chrome_trace, events_from_db, events_from_server, export_html, write_jsonl, write_trace
+
+    try:
+        if args.url:
+            run_id, events = events_from_server(args.url, args.run_ref, token=args.token)
+        else:
+            run_id, events = events_from_db(args.db or default_db_path(), args.run_ref)
+        if args.jsonl:
+            out = args.jsonl
+            write_jsonl(events, out)
+        elif args.trace:
+            out = write_trace(chrome_trace(events, process=f"rtxviz run {run_id}"), args.trace)
+        else:
+            out = export_html(events, args.html, run=_run_info(args, run_id))
+    except (RtxvizError, OSError) as exc:
+        print(f"rtxviz export: {exc}", file=sys.stderr)
+        return 1
+    print(f"rtxviz export: run {run_id} ({len(events)} events) -> {out}")
+    return 0

@@ -1,0 +1,36 @@
+"""Where runs are kept: the `RunStore` interface and its SQLite implementation, below the server and the exports.
+
+This package imports only the standard library (and may import `rtxviz.schema`); never the engine, the events,
+render, export or web. `open_store` is the one place that turns a ``--db`` value into a store.
+
+>>> store = open_store(":memory:")
+>>> store.append("r1", None, [("run_start", None, '{"v":1,"kind":"run_start","t":0,"name":"demo"}')])
+(1, ['{"seq":1,"v":1,"kind":"run_start","t":0,"name":"demo"}'])
+>>> store.get_run("r1")["name"], store.has_run("r1"), store.last_seq("r1")
+('demo', True, 1)
+>>> store.close()
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .base import RUN_FIELDS, EventRow, RunRecord, RunStore, StepRecord, StoredEvent, StoreFull
+from .sqlite import SQLiteStore
+
+__all__ = ["RUN_FIELDS", "EventRow", "RunRecord", "RunStore", "SQLiteStore", "StepRecord", "StoreFull",
+           "StoredEvent", "default_db_path", "open_store"]
+
+
+def default_db_path() -> str:
+    """$RTXVIZ_DB, else ~/.rtxviz/runs.db."""
+    return os.environ.get("RTXVIZ_DB") or str(Path.home() / ".rtxviz" / "runs.db")
+
+
+def open_store(db: str, max_runs: int = 1000, max_events_per_run: int = 20_000_000) -> RunStore:
+    """The store behind a ``--db`` value: today always a SQLite file path (or ``":memory:"``).
+
+    `max_runs` and `max_events_per_run` bound it (`StoreFull` past them).
+    """
+    return SQLiteStore(db, max_runs=max_runs, max_events_per_run=max_events_per_run)

@@ -1,0 +1,162 @@
+"""What every `RunStore` does, run against each implementation in conftest.STORES."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+
+import pytest
+
+from rtxviz.store import RUN_FIELDS, RunStore, SQLiteStore, StoreFull
+
+from .conftest import Opener
+
+
+def ev(kind: str, step: int | None = None, **fields: object) -> tuple[str, int | None, str]:
+    return kind, step, json.dumps({"v": 1, "kind": kind, "t": 0.0, "step": step, **fields}, separators=(",", ":"))
+
+
+def seqs(rows: list[tuple[int, str]]) -> list[int]:
+    return [seq for seq, _ in rows]
+
+
+def _parameters(fn: object) -> list[tuple[str, object, object]]:
+    """Names, kinds and defaults (annotations are each module's own spelling)."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("impl", [SQLiteStore])
+def test_an_implementation_has_every_method_of_the_interface_with_its_parameters(impl: type) -> None:
+    methods = [name for name, member in vars(RunStore).items() if not name.startswith("_") and callable(member)]
+    assert {"append", "delete_run", "has_run", "last_seq", "list_runs", "get_run", "events", "steps",
+            "close"} <= set(methods)
+    for name in methods:
+        assert _parameters(getattr(impl, name)) == _parameters(getattr(RunStore, name)), name
+
+
+def test_the_store_is_a_run_store(store: RunStore) -> None:
+    assert isinstance(store, RunStore) and isinstance(store.path, str)
+
+
+def test_append_creates_the_run_and_numbers_events_densely_from_one(store: RunStore) -> None:
+    assert not store.has_run("r") and store.last_seq("r") == 0 and store.get_run("r") is None
+    first, texts = store.append("r", "demo", [ev("step_begin", 0), ev("node", 0, id=1)])
+    assert first == 1 and [json.loads(t)["seq"] for t in texts] == [1, 2]
+    assert all(t.startswith('{"seq":') for t in texts)
+    first, texts = store.append("r", None, [ev("step_end", 0)])
+    assert first == 3 and json.loads(texts[0])["seq"] == 3
+    assert store.has_run("r") and store.last_seq("r") == 3
+    assert seqs(store.events("r")) == [1, 2, 3]
+    run = store.get_run("r")
+    assert run is not None and tuple(run) == RUN_FIELDS
+    assert (run["id"], run["name"], run["status"], run["n_events"], run["last_step"]) == ("r", "demo", "running",
+                                                                                           3, 0)
+
+
+def test_stored_texts_are_the_events_sent_with_seq_first(store: RunStore) -> None:
+    kind, step, text = ev("leaf", 2, id=7, name="x")
+    _, texts = store.append("r", None, [(kind, step, text)])
+    assert json.loads(texts[0]) == {"seq": 1, **json.loads(text)}
+    assert store.events("r") == [(1, texts[0])]
+
+
+def test_lifecycle_events_set_name_meta_status_and_drops(store: RunStore) -> None:
+    store.append("r", None, [ev("run_start", name="named", meta={"lr": 0.1})], dropped=3)
+    run = store.get_run("r")
+    assert run is not None and (run["name"], run["meta"], run["status"], run["dropped"]) == ("named", {"lr": 0.1},
+                                                                                            "running", 3)
+    store.append("r", None, [ev("step_begin", 5)], dropped=1)  # the maximum is kept
+    store.append("r", None, [ev("run_end", status="error")])
+    run = store.get_run("r")
+    assert run is not None and (run["dropped"], run["status"], run["last_step"]) == (3, "error", 5)
+    store.append("s", None, [ev("run_end")])
+    assert store.get_run("s")["status"] == "ok" and store.get_run("s")["name"] == "s"  # type: ignore[index]
+
+
+def test_a_new_runs_name_falls_back_to_its_id_and_is_cut_to_256(store: RunStore) -> None:
+    store.append("a", None, [])
+    store.append("b", "n" * 300, [], meta={"k": 1})
+    assert store.get_run("a")["name"] == "a"  # type: ignore[index]
+    run = store.get_run("b")
+    assert run is not None and run["name"] == "n" * 256 and run["meta"] == {"k": 1}
+
+
+def test_list_runs_newest_first_with_a_limit(store: RunStore) -> None:
+    for run_id in ("a", "b", "c"):
+        store.append(run_id, None, [ev("step_begin", 0)])
+    assert [r["id"] for r in store.list_runs()] == ["c", "b", "a"]
+    assert [r["id"] for r in store.list_runs(2)] == ["c", "b"]
+    assert all(tuple(r) == RUN_FIELDS for r in store.list_runs())
+
+
+def test_events_pages_and_filters(store: RunStore) -> None:
+    rows = [ev("step_begin", 0), ev("leaf", 0), ev("node", 0), ev("step_end", 0),
+            ev("step_begin", 1), ev("node", 1), ev("step_end", 1), ev("log")]
+    store.append("r", None, rows)
+    assert seqs(store.events("r")) == list(range(1, 9))
+    assert seqs(store.events("r", after=2, limit=3)) == [3, 4, 5]
+    assert seqs(store.events("r", after=2, upto=4)) == [3, 4]
+    assert seqs(store.events("r", kinds=["leaf", "node"])) == [2, 3, 6]
+    assert seqs(store.events("r", kinds=[])) == list(range(1, 9))
+    assert seqs(store.events("r", kinds=["node"], step=1)) == [6]
+    assert seqs(store.events("r", step=0)) == [1, 2, 3, 4]
+    assert store.events("nope") == []
+
+
+def test_steps_say_where_each_began_and_whether_it_was_sampled(store: RunStore) -> None:
+    store.append("r", None, [ev("step_begin", 0), ev("step_end", 0), ev("step_begin", 1, sampled=False),
+                             ev("step_end", 1), ev("step_begin", 2)])
+    assert store.steps("r") == [{"step": 0, "seq": 1, "sampled": True}, {"step": 1, "seq": 3, "sampled": False},
+                                {"step": 2, "seq": 5, "sampled": True}]
+    assert len(store.steps("r", limit=2)) == 2 and store.steps("nope") == []
+
+
+def test_delete_run_removes_it_and_its_events(store: RunStore) -> None:
+    store.append("r", None, [ev("step_begin", 0), ev("step_end", 0)])
+    store.append("keep", None, [ev("log")])
+    assert store.delete_run("r") is True and store.delete_run("r") is False
+    assert not store.has_run("r") and store.get_run("r") is None and store.events("r") == []
+    assert [r["id"] for r in store.list_runs()] == ["keep"]
+    assert store.append("r", None, [ev("log")])[0] == 1  # the id can be used again, from seq 1
+
+
+def test_bounds_raise_store_full_and_store_nothing(open_store: Opener) -> None:
+    store = open_store(max_runs=2, max_events_per_run=3)
+    store.append("a", None, [ev("log")])
+    store.append("b", None, [ev("log"), ev("log")])
+    with pytest.raises(StoreFull, match="max_runs=2"):
+        store.append("c", None, [ev("log")])
+    with pytest.raises(StoreFull, match="max_events_per_run=3"):
+        store.append("b", None, [ev("log"), ev("log")])
+    assert not store.has_run("c") and store.last_seq("b") == 2 and seqs(store.events("b")) == [1, 2]
+    store.append("b", None, [ev("log")])  # up to the bound is fine
+    assert store.last_seq("b") == 3
+
+
+def test_what_was_appended_survives_a_restart(open_store: Opener) -> None:
+    store = open_store()
+    store.append("r", "demo", [ev("step_begin", 0), ev("step_end", 0)])
+    store.close()
+    again = open_store()
+    assert again.has_run("r") and again.last_seq("r") == 2 and again.get_run("r")["name"] == "demo"  # type: ignore[index]
+    assert again.append("r", None, [ev("log")])[0] == 3
+
+
+def test_concurrent_appends_keep_seqs_dense_and_ordered(store: RunStore) -> None:
+    firsts: list[int] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        for _ in range(20):
+            first, _ = store.append("r", None, [ev("log"), ev("log")])
+            with lock:
+                firsts.append(first)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(firsts) == list(range(1, 161, 2))
+    assert seqs(store.events("r", limit=1000)) == list(range(1, 161)) and store.last_seq("r") == 160
