@@ -278,7 +278,7 @@ class Tensor:
             """numpy functions on Tensors (np.sum, np.concatenate, ...) run the engine's op; a function without one"""
 
         def __array_ufunc__(self: Tensor, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-            """numpy ufuncs on Tensors (``np.exp(x)``, ``np.float64(2) * x``, ``np.ones(2) + x``) run the engine's op."""
+            """numpy ufuncs on Tensors (``np.exp(x)``, ``np.float64(2) * x``, ``np.ones(2) + x``) run the engine's o…"""
 
         def __eq__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
             """self == other, elementwise (bool, no gradient): tensors hash by identity, as PyTorch's."""

@@ -85,6 +85,8 @@ def _block(cls: type, own_module: str) -> str:
         if is_property:
             lines.append("        @property")
         lines.append(_signature(name, fn))
+        if len(doc) > 120 - 18:  # the docstring line stays within the 120 columns of the code base
+            doc = doc[:120 - 19].rstrip() + "…"
         lines.append(f'            """{doc}"""' if doc else "            ...")
         lines.append("")
     if lines[-1] == "":

@@ -140,7 +140,7 @@ class Pow(BroadcastBinary):
 
 @tensor_method("pow")
 @implements(Pow)
-def pow(a: Any, b: Any) -> Any:  # noqa: A001 - the op's name
+def pow(a: Any, b: Any) -> Any:
     """a ** b: a scalar exponent records `pow_scalar`, a tensor exponent `pow`."""
     if _is_scalar(b) and isinstance(a, Tensor):
         return apply(PowScalar, (a,), {"exponent": b})

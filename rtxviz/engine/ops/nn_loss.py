@@ -361,7 +361,7 @@ class MseLoss(Op):
 
 
 @implements(MseLoss)
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:  # noqa: A002 - PyTorch's name
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:
     """Mean (or sum, or per-element) squared error; both arguments are differentiated.
 
     >>> from rtxviz import Tensor
@@ -383,7 +383,7 @@ def _reduce(loss: Any, reduction: str) -> Any:
     return loss
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:  # noqa: A002
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:
     """Mean (or sum, or per-element) absolute error, composed of sub, abs and mean.
 
     >>> from rtxviz import Tensor

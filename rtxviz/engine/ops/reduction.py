@@ -64,7 +64,7 @@ _ALL_DIMS = {"dims": None, "keepdim": False}
 
 @tensor_method("sum")
 @implements(Sum, rename={"dims": "dim"})
-def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """Sum over `dim` (an int, a list of ints, or None for all).
 
     >>> from rtxviz import Tensor
@@ -338,7 +338,7 @@ def _values(result: Any) -> Any:
 
 @tensor_method("max")
 @implements(Max, call=lambda x, dim=None, keepdim=False: _values(max(x, dim, keepdim)))
-def max(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+def max(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """The largest value over `dim` (values only), or over everything when dim is None.
 
     `x.max(other_tensor)` is the elementwise `maximum`, as in PyTorch.
@@ -354,7 +354,7 @@ def max(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
 
 @tensor_method("min")
 @implements(Min, call=lambda x, dim=None, keepdim=False: _values(min(x, dim, keepdim)))
-def min(x: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+def min(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """The smallest value over `dim` (values only), or over everything when dim is None."""
     if isinstance(dim, Tensor):
         return minimum(x, dim)

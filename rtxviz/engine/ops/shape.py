@@ -216,13 +216,13 @@ def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     return reshape(x, shape[:s] + (merged,) + shape[e + 1 :])
 
 
-def T(x: Any) -> Any:  # noqa: N802 - PyTorch's property name
+def T(x: Any) -> Any:
     """All dims reversed (PyTorch's `.T`); a tensor of fewer than 2 dims is returned as is."""
     nd = x.ndim
     return x if nd < 2 else permute(x, tuple(range(nd - 1, -1, -1)))
 
 
-def mT(x: Any) -> Any:  # noqa: N802
+def mT(x: Any) -> Any:
     """The last two dims swapped (matrix transpose of a batch)."""
     if x.ndim < 2:
         raise DimError(f"mT: needs a tensor of at least 2 dims, got shape {x.shape}")
@@ -244,7 +244,7 @@ def scatter_add(out: Any, key: Any, values: Any) -> None:
         np.add.at(out, key, values)
         return
     if _cupyx is None:
-        import cupyx  # noqa: PLC0415 - only on GPU arrays
+        import cupyx
 
         _cupyx = cupyx
     _cupyx.scatter_add(out, key, values)

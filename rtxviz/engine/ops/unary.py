@@ -100,7 +100,7 @@ class Abs(Elementwise):
 
 @tensor_method("abs")
 @implements(Abs)
-def abs(x: Any) -> Any:  # noqa: A001
+def abs(x: Any) -> Any:
     return unary(Abs, x)
 
 
@@ -349,11 +349,11 @@ def _erf_float32_block(x: Any) -> Any:
 
 def _erf(x: Any) -> Any:
     if type(x).__module__.startswith("cupy"):
-        from cupyx.scipy.special import erf  # noqa: PLC0415
+        from cupyx.scipy.special import erf
     elif x.dtype == np.float32:
         return _erf_float32(x)
     else:
-        from scipy.special import erf  # noqa: PLC0415
+        from scipy.special import erf
     return erf(x).astype(x.dtype, copy=False)
 
 
@@ -525,7 +525,7 @@ class Clamp(Elementwise):
 
 @tensor_method("clamp", "clip")
 @implements(Clamp)
-def clamp(x: Any, min: float | None = None, max: float | None = None) -> Any:  # noqa: A002
+def clamp(x: Any, min: float | None = None, max: float | None = None) -> Any:
     if min is None and max is None:
         raise ValueError("clamp: give at least one of min and max")
     return unary(Clamp, x, {"min": min, "max": max})
