@@ -7,6 +7,7 @@ the elements again, so second and higher derivatives flow through every op here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -186,7 +187,29 @@ def _norm_key(x: Any, key: Any) -> tuple[tuple, bool]:
     return tuple(out), basic
 
 
-@implements(GetItem, reference=None)
+def reference_key(key: Sequence[Any]) -> tuple:
+    """A reference file's getitem key (one entry per leading dim: an int, null for the whole dim, or
+    [start, stop, step] with nulls allowed) as the Python index tuple it stands for.
+
+    >>> reference_key([1, None, [None, -1, 2]])
+    (1, slice(None, None, None), slice(None, -1, 2))
+    """
+    out: list[Any] = []
+    for k in key:
+        if k is None:
+            out.append(slice(None))
+        elif isinstance(k, list | tuple):
+            if len(k) != 3:
+                raise ShapeError(f"getitem: a slice entry of a key is [start, stop, step], got {list(k)!r}")
+            out.append(slice(*k))
+        elif isinstance(k, int | np.integer) and not isinstance(k, bool | np.bool_):
+            out.append(int(k))
+        else:
+            raise TypeError(f"getitem: a key entry is an int, null or [start, stop, step], got {k!r}")
+    return tuple(out)
+
+
+@implements(GetItem, call=lambda x, key: getitem(x, reference_key(key)))
 def getitem(x: Any, key: Any) -> Any:
     """x[key] with numpy/PyTorch semantics: ints, slices (negative steps too), None, ..., integer and bool
     tensors. The gradient is scattered back into zeros (repeated picks accumulate).
@@ -253,6 +276,21 @@ def compare(a: Tensor, b: Any, name: str) -> Tensor:
     return apply(Compare, (Tensor._wrap(a.data), Tensor._wrap(b.data)), _COMPARE_ATTRS[name])
 
 
+def nonzero_mask(mask: Any) -> Any:
+    """A 0/1 (or any integer) mask as a bool one, by the `compare` op (so that a graph-cache replay recomputes
+    it); a bool mask as it is. The reference files write masks as integer tensors (nonzero means true).
+
+    >>> from rtxviz import Tensor
+    >>> nonzero_mask(Tensor([0, 1, 2])).tolist()
+    [False, True, True]
+    """
+    if not isinstance(mask, Tensor):
+        mask = Tensor(mask)
+    if mask.data.dtype.kind == "b":
+        return mask
+    return compare(mask, 0, "__ne__")
+
+
 # -- where / masked_fill -----------------------------------------------------------------------------------
 def _mask_array(op: str, mask: Any, like: Any) -> Any:
     dtype = getattr(mask.data if isinstance(mask, Tensor) else mask, "dtype", None)
@@ -290,7 +328,7 @@ class Where(Op):
         return ga, gb
 
 
-@implements(Where, reference=None)
+@implements(Where, call=lambda mask, a, b: where(nonzero_mask(mask), a, b))
 def where(condition: Any, a: Any, b: Any) -> Any:
     """Elementwise `a` where `condition` else `b` (broadcasting); the gradient goes to the chosen side.
 
@@ -335,7 +373,7 @@ class MaskedFill(Op):
 
 
 @tensor_method("masked_fill")
-@implements(MaskedFill, reference=None)
+@implements(MaskedFill, call=lambda x, mask, value: masked_fill(x, nonzero_mask(mask), value))
 def masked_fill(x: Any, mask: Any, value: Any) -> Any:
     """x with `value` written where `mask` (a bool tensor broadcastable to x) is True.
 

@@ -35,6 +35,8 @@ from .index import (  # noqa: F401 - re-exported: other modules import these nam
     getitem,
     iterate,
     masked_fill,
+    nonzero_mask,
+    reference_key,
     where,
     where_method,
 )
@@ -217,6 +219,7 @@ def squeeze(x: Any, dim: Any = None) -> Any:
 
 
 @tensor_method("flatten")
+@implements("flatten")
 def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     """Merge dims `start_dim..end_dim` into one (a `reshape`); a 0-d tensor becomes shape (1,).
 
@@ -301,6 +304,7 @@ def narrow(x: Any, dim: int, start: int, length: int) -> Any:
 
 
 @tensor_method("split")
+@implements("split", call=lambda x, split_size, dim, index: split(x, split_size, dim)[index])
 def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
     """Pieces along `dim`: of `split_size` each (the last may be smaller), or of the listed sizes.
 
@@ -330,6 +334,7 @@ def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> 
 
 
 @tensor_method("chunk")
+@implements("chunk", call=lambda x, chunks, dim, index: chunk(x, chunks, dim)[index])
 def chunk(x: Any, chunks: int, dim: int = 0) -> tuple:
     """At most `chunks` equal pieces along `dim` (PyTorch: each of ceil(size / chunks); maybe fewer).
 
