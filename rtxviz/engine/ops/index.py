@@ -1,8 +1,11 @@
-"""Index ops: the ops that pick elements by an index or a mask.
+"""Index ops: the ops that pick elements by an index or a mask, and the ones that scatter values by one.
 
-getitem (``x[...]``); the comparisons that make masks; where and masked_fill. A pick's gradient is scattered into
-zeros (`GetItemBackward`, add.at semantics, so repeated indices accumulate), and that scatter's own backward picks
-the elements again, so second and higher derivatives flow through every op here.
+getitem (``x[...]``), gather, scatter_add, index_add; the comparisons that make masks; where and masked_fill.
+Picking and scattering are each other's adjoints: a pick's gradient is scattered into zeros (`GetItemBackward`,
+add.at semantics, so repeated indices accumulate), a scatter's gradient is picked (`GetItem`), and each of the two
+rules is itself an op whose backward is the other, so second and higher derivatives flow through every op here.
+Index arrays built from an index (the aranges that pair with a gather index) are made by forward and kept in
+``ctx.state``, so that a graph-cache replay rebuilds them.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import numpy as np
 
 from ..device import to_device, xp_of
 from ..errors import DeviceError, DimError, DTypeError, ShapeError
-from ..graph import Op, apply
+from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
-from ._base import Example, constant, implements, tensor_method
+from ._base import Example, constant, implements, norm_dim, tensor_method
+from .arithmetic import mul_scalar
 from .broadcast import sum_to
 
 # -- element pickers and their common adjoint ----------------------------------------------------------------
@@ -232,6 +236,210 @@ def iterate(x: Any) -> Any:
 
 tensor_method("__getitem__")(getitem)
 tensor_method("__iter__")(iterate)
+
+
+# -- gather / scatter_add / index_add -------------------------------------------------------------------------
+def _along_key(index: Any, dim: int) -> tuple:
+    """The advanced-index key that pairs `index` with positions along `dim` and with each element's own position
+    in every other dim: ``x[key][i, j, k] = x[i, index[i, j, k], k]`` for dim 1 (PyTorch's gather)."""
+    xp = xp_of(index)
+    nd = index.ndim
+    key = []
+    for d in range(nd):
+        if d == dim:
+            key.append(index)
+        else:
+            shape = [1] * nd
+            shape[d] = index.shape[d]
+            key.append(xp.arange(index.shape[d]).reshape(shape))
+    return tuple(key)
+
+
+def _int_index(op: str, index: Any, x: Any) -> Any:
+    """An integer index (Tensor, array, list) as an int64 array on x's device: the array passed in when it is
+    one already (a graph-cache capture binds it by identity)."""
+    idx = _index_array(op, index, x)
+    if idx.dtype.kind == "b":
+        raise DTypeError(f"{op}: index must be an integer tensor, got bool")
+    return idx.astype(np.int64, copy=False)
+
+
+def _check_range(op: str, idx: Any, size: int, dim: int, shape: tuple[int, ...]) -> None:
+    """Raise a DimError naming the first index outside [0, size) (PyTorch takes no negative indices here)."""
+    if idx.size == 0:
+        return
+    bad = (idx < 0) | (idx >= size)
+    if bad.any():
+        raise DimError(f"{op}: index {int(idx[bad].reshape(-1)[0])} is out of range for dim {dim} of size {size} "
+                       f"(shape {shape})")
+
+
+def _along_shapes(op: str, x: Any, d: int, idx: Any, other: str = "input") -> None:
+    """PyTorch's rule for gather and scatter_add: index has x's rank and fits in x in every dim but `d`."""
+    if idx.ndim != x.ndim:
+        raise ShapeError(f"{op}: index must have the {other}'s number of dims ({x.ndim}, shape {x.shape}), "
+                         f"got shape {idx.shape}")
+    for k in range(x.ndim):
+        if k != d and idx.shape[k] > x.shape[k]:
+            raise ShapeError(f"{op}: index of shape {idx.shape} is larger than the {other} (shape {x.shape}) "
+                             f"in dim {k}")
+
+
+class Gather(Op):
+    name = "gather"
+    kind = "index"
+    keeps_finite = True
+    rule = "dX = zeros(shape(X)) with dY added at index along dim (repeated indices add up)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        key = _along_key(ctx.attrs["index"].data, ctx.attrs["dim"])
+        ctx.state = (x.shape, key)
+        return x[key]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        shape, key = ctx.state
+        return (_scatter(g, key, shape, False),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        shape, key = ctx.state
+        out = xp_of(g).zeros((g.shape[0], *shape), dtype=g.dtype)
+        add_at(out, (slice(None), *key), g)
+        return (out,)
+
+
+@tensor_method("gather")
+@implements(Gather, call=lambda x, index, dim: gather(x, dim, index))
+def gather(x: Any, dim: int, index: Any) -> Any:
+    """The values of `x` at `index` along `dim` (torch.gather): ``out[i][j] = x[i][index[i][j]]`` for dim 1.
+    `index` (int64) has x's rank and is no larger than x in the other dims; the output has its shape. Repeated
+    indices are allowed and their gradients add up.
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.arange(6).reshape(2, 3)
+    >>> x.gather(1, Tensor([[2, 0], [1, 1]])).tolist()
+    [[2, 0], [4, 4]]
+    """
+    d = norm_dim("gather", dim, x.ndim)
+    idx = _int_index("gather", index, x)
+    if x.ndim == 0:  # PyTorch: a 0-d tensor gathers with a 0-d index, which must be 0
+        if idx.ndim != 0:
+            raise ShapeError(f"gather: a 0-d input takes a 0-d index, got shape {idx.shape}")
+        _check_range("gather", idx, 1, 0, x.shape)
+        return apply(GetItem, (x,), {"key": (), "basic": True})
+    _along_shapes("gather", x, d, idx)
+    _check_range("gather", idx, x.shape[d], d, x.shape)
+    return apply(Gather, (x,), {"dim": d, "index": Tensor._wrap(idx)})
+
+
+class ScatterAdd(Op):
+    name = "scatter_add"
+    kind = "index"
+    rule = "dX = dY, dSrc = gather(dY, dim, index)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, src: Any) -> Any:
+        key = _along_key(ctx.attrs["index"].data, ctx.attrs["dim"])
+        ctx.state = key
+        out = x.copy()
+        add_at(out, key, src)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        gs = apply(GetItem, (g,), {"key": ctx.state, "basic": False}) if ctx.next[1] is not None else None
+        return g, gs
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return g, g[(slice(None), *ctx.state)]
+
+
+@tensor_method("scatter_add")
+@implements(ScatterAdd, call=lambda x, index, src, dim: scatter_add(x, dim, index, src))
+def scatter_add(x: Any, dim: int, index: Any, src: Any) -> Any:
+    """`x` with each ``src[i][j]`` added at position ``index[i][j]`` along `dim` (torch.scatter_add; for dim 1,
+    ``out[i][index[i][j]] += src[i][j]``); repeated indices add up. `index` (int64) has x's rank, fits in x in
+    the other dims and in `src` in every dim (src's extra elements are ignored, as in PyTorch).
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.zeros([2, 3])
+    >>> x.scatter_add(1, Tensor([[0, 0], [2, 1]]), Tensor.ones([2, 2])).tolist()
+    [[2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
+    """
+    src = as_tensor_like(src, x)
+    d = norm_dim("scatter_add", dim, x.ndim)
+    idx = _int_index("scatter_add", index, x)
+    if x.ndim == 0:
+        raise DimError("scatter_add: the input must have at least 1 dim (unsqueeze a 0-d tensor first)")
+    _along_shapes("scatter_add", x, d, idx)
+    if src.ndim != idx.ndim or any(i > s for i, s in zip(idx.shape, src.shape, strict=True)):
+        raise ShapeError(f"scatter_add: index of shape {idx.shape} does not fit in src of shape {src.shape} "
+                         "(same number of dims, no larger in any)")
+    if src.shape != idx.shape:  # PyTorch reads only src's leading part
+        src = apply(GetItem, (src,), {"key": tuple(slice(0, n) for n in idx.shape), "basic": True})
+    _check_range("scatter_add", idx, x.shape[d], d, x.shape)
+    return apply(ScatterAdd, (x, src), {"dim": d, "index": Tensor._wrap(idx)})
+
+
+class IndexAdd(Op):
+    name = "index_add"
+    kind = "index"
+    rule = "dX = dY, dSource = alpha · index_select(dY, dim, index)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, source: Any) -> Any:
+        a = ctx.attrs
+        key = (slice(None),) * a["dim"] + (a["index"].data,)
+        ctx.state = key
+        out = x.copy()
+        alpha = a["alpha"]
+        add_at(out, key, source if alpha == 1 else source * alpha)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        gs = None
+        if ctx.next[1] is not None:
+            gs = apply(GetItem, (g,), {"key": ctx.state, "basic": False})
+            alpha = ctx.attrs["alpha"]
+            if alpha != 1:
+                gs = mul_scalar(gs, alpha)
+        return g, gs
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        gs = g[(slice(None), *ctx.state)]
+        alpha = ctx.attrs["alpha"]
+        return g, (gs if alpha == 1 else gs * alpha)
+
+
+@tensor_method("index_add")
+@implements(IndexAdd, call=lambda x, index, source, dim, alpha=1: index_add(x, dim, index, source, alpha=alpha))
+def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: float = 1) -> Any:
+    """`x` plus `alpha` times the slices of `source` added into the rows `index` (1-D int64) along `dim`
+    (torch.index_add): ``out[index[j]] += alpha * source[j]`` for dim 0; repeated indices add up. `source` has
+    x's shape except ``len(index)`` along dim.
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.zeros([3, 2]).index_add(0, Tensor([2, 0, 2]), Tensor.ones([3, 2]), alpha=0.5).tolist()
+    [[0.5, 0.5], [0.0, 0.0], [1.0, 1.0]]
+    """
+    source = as_tensor_like(source, x)
+    d = norm_dim("index_add", dim, x.ndim)
+    idx = _int_index("index_add", index, x)
+    if idx.ndim != 1:
+        raise ShapeError(f"index_add: index must be 1-D, got shape {idx.shape}")
+    if x.ndim == 0:
+        raise DimError("index_add: the input must have at least 1 dim (unsqueeze a 0-d tensor first)")
+    want = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
+    if source.shape != want:
+        raise ShapeError(f"index_add: source must have shape {want} (the input's {x.shape} with {idx.shape[0]} "
+                         f"index entries along dim {d}), got {source.shape}")
+    _check_range("index_add", idx, x.shape[d], d, x.shape)
+    return apply(IndexAdd, (x, source), {"dim": d, "index": Tensor._wrap(idx), "alpha": alpha})
 
 
 # -- comparisons -------------------------------------------------------------------------------------------

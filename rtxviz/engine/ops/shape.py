@@ -3,8 +3,8 @@ stack. Their backward rules move the gradient back into the input's layout; the 
 it into zeros, and that scatter's own backward picks the elements again, so second derivatives flow through every
 op here.
 
-The ops that pick by an index or a mask (getitem, where, masked_fill, the comparisons) live in `index`; their
-names are importable from here as well.
+The ops that pick or scatter by an index or a mask (getitem, gather, scatter_add, index_add, where, masked_fill,
+the comparisons) live in `index`; their names are importable from here as well.
 """
 
 from __future__ import annotations
@@ -21,9 +21,12 @@ from ..tensor import Tensor, as_tensor_like
 from ._base import implements, norm_dim, norm_dims, tensor_method
 from .index import (  # noqa: F401 - re-exported: other modules import these names from here
     Compare,
+    Gather,
     GetItem,
     GetItemBackward,
+    IndexAdd,
     MaskedFill,
+    ScatterAdd,
     Where,
     _check_bounds,
     _index_array,
@@ -32,7 +35,9 @@ from .index import (  # noqa: F401 - re-exported: other modules import these nam
     _scatter,
     add_at,
     compare,
+    gather,
     getitem,
+    index_add,
     iterate,
     masked_fill,
     nonzero_mask,
