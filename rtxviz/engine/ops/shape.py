@@ -1,7 +1,7 @@
 """Shape ops: reshape, transpose, permute, squeeze, unsqueeze, flatten, narrow, split, chunk, index_select, cat,
-stack. Their backward rules move the gradient back into the input's layout; the ones that pick elements scatter
-it into zeros, and that scatter's own backward picks the elements again, so second derivatives flow through every
-op here.
+stack, flip, roll, tril, triu, repeat. Their backward rules move the gradient back into the input's layout; the
+ones that pick elements scatter it into zeros and repeat adds its copies' gradients up, and each of those rules is
+an op (or ops) whose own backward is the forward again, so second derivatives flow through every op here.
 
 The ops that pick or scatter by an index or a mask (getitem, gather, scatter_add, index_add, where, masked_fill,
 the comparisons) live in `index`; their names are importable from here as well.
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..device import xp_of
 from ..errors import DimError, DTypeError, ShapeError
-from ..graph import Op, apply
+from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
 from ._base import implements, norm_dim, norm_dims, tensor_method
 from .index import (  # noqa: F401 - re-exported: other modules import these names from here
@@ -46,6 +46,7 @@ from .index import (  # noqa: F401 - re-exported: other modules import these nam
     where_method,
 )
 from .index import add_at as scatter_add  # noqa: F401 - the raw helper's old name (nn_pool imports it)
+from .reduction import sum as _sum
 
 
 class Reshape(Op):
@@ -495,4 +496,226 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
             raise ShapeError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape {first}; "
                              "stack needs equal shapes")
     return apply(Stack, tuple(ts), {"dim": d})
+
+
+# -- flip / roll ----------------------------------------------------------------------------------------------
+class Flip(Op):
+    name = "flip"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = flip(dY, dims)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return xp_of(x).flip(x, axis=ctx.attrs["dims"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (apply(Flip, (g,), ctx.attrs),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return (xp_of(g).flip(g, axis=tuple(d + 1 for d in ctx.attrs["dims"])),)
+
+
+@tensor_method("flip")
+@implements(Flip, call=lambda x, dims: flip(x, dims))
+def flip(x: Any, *dims: Any) -> Any:
+    """`x` with the order of its elements reversed along each of `dims` (torch.flip; ``x.flip(0, 1)`` and
+    ``x.flip([0, 1])`` alike).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.arange(6).reshape(2, 3).flip(1).tolist()
+    [[2, 1, 0], [5, 4, 3]]
+    """
+    norm = norm_dims("flip", _int_args(dims), x.ndim) or ()
+    if not norm or x.ndim == 0:
+        return x
+    return apply(Flip, (x,), {"dims": norm})
+
+
+class Roll(Op):
+    name = "roll"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = roll(dY, -shifts, dims)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        a = ctx.attrs
+        if a["dims"] is None:
+            return xp_of(x).roll(x, a["shifts"][0])  # the flattened tensor, shape kept
+        return xp_of(x).roll(x, a["shifts"], axis=a["dims"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a = ctx.attrs
+        return (apply(Roll, (g,), {"shifts": tuple(-s for s in a["shifts"]), "dims": a["dims"]}),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        a = ctx.attrs
+        xp = xp_of(g)
+        back = tuple(-s for s in a["shifts"])
+        if a["dims"] is None:
+            return (xp.roll(g.reshape(g.shape[0], -1), back[0], axis=1).reshape(g.shape),)
+        return (xp.roll(g, back, axis=tuple(d + 1 for d in a["dims"])),)
+
+
+@tensor_method("roll")
+@implements(Roll)
+def roll(x: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
+    """`x` with its elements moved `shifts` places along `dims`, those that fall off one end coming back at the
+    other (torch.roll); with dims None, the flattened tensor is rolled by one shift and the shape kept.
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.arange(6).reshape(2, 3).roll(1, 1).tolist(), Tensor.arange(6).reshape(2, 3).roll(2).tolist()
+    ([[2, 0, 1], [5, 3, 4]], [[4, 5, 0], [1, 2, 3]])
+    """
+    shift_t = (int(shifts),) if isinstance(shifts, int | np.integer) else tuple(int(s) for s in shifts)
+    if dims is None:
+        if len(shift_t) != 1:
+            raise ShapeError(f"roll: without dims, shifts must be a single shift, got {list(shift_t)}")
+        if x.data.size == 0:
+            return x
+        return apply(Roll, (x,), {"shifts": shift_t, "dims": None})
+    dim_t = (dims,) if isinstance(dims, int | np.integer) else tuple(dims)
+    if len(dim_t) != len(shift_t) or not dim_t:
+        raise ShapeError(f"roll: shifts {list(shift_t)} and dims {list(dim_t)} must have the same, non-zero length")
+    norm = tuple(norm_dim("roll", d, x.ndim) for d in dim_t)  # a dim may repeat: its shifts add up
+    if x.ndim == 0 or x.data.size == 0:
+        return x
+    return apply(Roll, (x,), {"shifts": shift_t, "dims": norm})
+
+
+# -- tril / triu ----------------------------------------------------------------------------------------------
+def _triangle(x: Any, diagonal: int, lower: bool) -> Any:
+    """The lower (j <= i + diagonal) or upper (j >= i + diagonal) triangle of the last two dims, zeros elsewhere."""
+    xp = xp_of(x)
+    n, m = x.shape[-2:]
+    keep = xp.tri(n, m, diagonal, dtype=bool) if lower else ~xp.tri(n, m, diagonal - 1, dtype=bool)
+    return xp.where(keep, x, x.dtype.type(0))
+
+
+class Tril(Op):
+    name = "tril"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = tril(dY, diagonal)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return _triangle(x, ctx.attrs["diagonal"], True)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (apply(Tril, (g,), ctx.attrs),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return (_triangle(g, ctx.attrs["diagonal"], True),)  # the last two dims: a leading batch dim is one more
+
+
+def _check_matrix(op: str, x: Any) -> None:
+    if x.ndim < 2:
+        raise DimError(f"{op}: needs a tensor of at least 2 dims (the last two are the matrix), got shape {x.shape}")
+
+
+@tensor_method("tril")
+@implements(Tril)
+def tril(x: Any, diagonal: int = 0) -> Any:
+    """The lower triangle of the matrices in the last two dims: entries (i, j) with j <= i + diagonal, the rest
+    zero (torch.tril).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.ones([2, 3]).tril().tolist()
+    [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]]
+    """
+    _check_matrix("tril", x)
+    return apply(Tril, (x,), {"diagonal": int(diagonal)})
+
+
+class Triu(Op):
+    name = "triu"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = triu(dY, diagonal)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return _triangle(x, ctx.attrs["diagonal"], False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (apply(Triu, (g,), ctx.attrs),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return (_triangle(g, ctx.attrs["diagonal"], False),)
+
+
+@tensor_method("triu")
+@implements(Triu)
+def triu(x: Any, diagonal: int = 0) -> Any:
+    """The upper triangle of the matrices in the last two dims: entries (i, j) with j >= i + diagonal, the rest
+    zero (torch.triu).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.ones([2, 3]).triu(1).tolist()
+    [[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
+    """
+    _check_matrix("triu", x)
+    return apply(Triu, (x,), {"diagonal": int(diagonal)})
+
+
+# -- repeat ---------------------------------------------------------------------------------------------------
+def _tiles(shape: tuple[int, ...], repeats: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the repeated output viewed as (r0, s0, r1, s1, ...), the positions of the r's in it): summing over those
+    adds each element's copies up."""
+    padded = (1,) * (len(repeats) - len(shape)) + tuple(shape)
+    inter = tuple(v for r, s in zip(repeats, padded, strict=True) for v in (r, s))
+    return inter, tuple(range(0, 2 * len(repeats), 2))
+
+
+class Repeat(Op):
+    name = "repeat"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = Σ over the copies of dY (view dY as (r₀, s₀, r₁, s₁, …), sum over the r's)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        ctx.state = x.shape
+        return xp_of(x).tile(x, ctx.attrs["repeats"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        inter, axes = _tiles(ctx.state, ctx.attrs["repeats"])
+        return (reshape(_sum(reshape(g, inter), dim=axes), ctx.state),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        inter, axes = _tiles(ctx.state, ctx.attrs["repeats"])
+        b = g.shape[0]
+        return (g.reshape((b, *inter)).sum(axis=tuple(a + 1 for a in axes)).reshape((b, *ctx.state)),)
+
+
+@tensor_method("repeat")
+@implements(Repeat, call=lambda x, repeats: repeat(x, *repeats))
+def repeat(x: Any, *sizes: Any) -> Any:
+    """`x` tiled `sizes[d]` times along each dim d (PyTorch's Tensor.repeat; extra leading sizes add dims).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.arange(3).repeat(2, 2).tolist()
+    [[0, 1, 2, 0, 1, 2], [0, 1, 2, 0, 1, 2]]
+    """
+    reps = tuple(int(s) for s in _int_args(sizes))
+    if len(reps) < x.ndim:
+        raise DimError(f"repeat: {len(reps)} repeat sizes {list(reps)} for a tensor of {x.ndim} dims (shape "
+                       f"{x.shape}); give at least one per dim")
+    if any(r < 0 for r in reps):
+        raise ShapeError(f"repeat: repeat sizes must be >= 0, got {list(reps)}")
+    if len(reps) == x.ndim and all(r == 1 for r in reps):
+        return x
+    return apply(Repeat, (x,), {"repeats": reps})
 
