@@ -1,7 +1,8 @@
 """Shape ops: reshape, transpose, permute, squeeze, unsqueeze, flatten, narrow, split, chunk, index_select, cat,
-stack, flip, roll, tril, triu, repeat. Their backward rules move the gradient back into the input's layout; the
-ones that pick elements scatter it into zeros and repeat adds its copies' gradients up, and each of those rules is
-an op (or ops) whose own backward is the forward again, so second derivatives flow through every op here.
+stack, flip, roll, tril, triu, repeat, pad. Their backward rules move the gradient back into the input's
+layout; the ones that pick elements scatter it into zeros and the ones that copy elements (repeat, the
+replicate/reflect/circular pads) add the copies' gradients up, and each of those rules is an op whose own backward
+is the forward again, so second derivatives flow through every op here.
 
 The ops that pick or scatter by an index or a mask (getitem, gather, scatter_add, index_add, where, masked_fill,
 the comparisons) live in `index`; their names are importable from here as well.
@@ -718,4 +719,124 @@ def repeat(x: Any, *sizes: Any) -> Any:
     if len(reps) == x.ndim and all(r == 1 for r in reps):
         return x
     return apply(Repeat, (x,), {"repeats": reps})
+
+
+# -- pad ------------------------------------------------------------------------------------------------------
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_source(xp: Any, size: int, lo: int, hi: int, mode: str) -> Any:
+    """For each position of a padded dim, the input position it copies (reflect, replicate or circular)."""
+    j = xp.arange(-lo, size + hi)
+    if mode == "replicate":
+        return xp.clip(j, 0, size - 1)
+    if mode == "circular":
+        return j % size
+    j = xp.abs(j)  # reflect (the edge itself is not repeated): pads are smaller than the dim
+    return xp.where(j >= size, 2 * (size - 1) - j, j)
+
+
+class Pad(Op):
+    """F.pad. A constant pad places x inside a tensor of the value; the other modes copy x's elements outward,
+    as an index into x built by forward (in ctx.state), and their gradient adds the copies up."""
+
+    name = "pad"
+    kind = "shape"
+    # keeps_finite stays False: a constant pad writes its value, which may be ±inf (masks, max-pool padding)
+    rule = "dX = dY[inner] (constant); dX = zeros(shape(X)) with dY added at the source of each element (others)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        a = ctx.attrs
+        xp = xp_of(x)
+        pads, mode = a["pad"], a["mode"]
+        k = len(pads) // 2
+        lead = x.ndim - k
+        if mode == "constant":
+            inner = (slice(None),) * lead + tuple(
+                slice(pads[2 * (k - 1 - i)], pads[2 * (k - 1 - i)] + x.shape[lead + i]) for i in range(k))
+            out_shape = x.shape[:lead] + tuple(
+                x.shape[lead + i] + pads[2 * (k - 1 - i)] + pads[2 * (k - 1 - i) + 1] for i in range(k))
+            ctx.state = (x.shape, inner, True)
+            out = xp.full(out_shape, a["value"], dtype=x.dtype)
+            out[inner] = x
+            return out
+        srcs = []
+        for i in range(k):
+            lo, hi = pads[2 * (k - 1 - i)], pads[2 * (k - 1 - i) + 1]
+            shape = [1] * k
+            shape[i] = -1
+            srcs.append(_pad_source(xp, x.shape[lead + i], lo, hi, mode).reshape(shape))
+        key = (slice(None),) * lead + tuple(srcs)
+        ctx.state = (x.shape, key, False)
+        return x[key]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        shape, key, basic = ctx.state
+        if basic:
+            return (apply(GetItem, (g,), {"key": key, "basic": True}),)
+        return (_scatter(g, key, shape, False),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        shape, key, basic = ctx.state
+        if basic:
+            return (g[(slice(None), *key)],)
+        out = xp_of(g).zeros((g.shape[0], *shape), dtype=g.dtype)
+        add_at(out, (slice(None), *key), g)
+        return (out,)
+
+
+@implements(Pad)
+def pad(x: Any, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Any:
+    """Pad `x` as torch.nn.functional.pad: `pad` is [left, right] of the last dim, then [top, bottom] of the one
+    before, and so on. mode "constant" fills with `value` (default 0; negative pads crop); "reflect" mirrors
+    without repeating the edge, "replicate" repeats the edge, "circular" wraps around: these pad the last 1, 2
+    or 3 dims of a tensor with 1 or 2 more (batch, channel).
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.arange(3).reshape(1, 3).to(dtype="float64")
+    >>> pad(x, [1, 2]).tolist(), pad(x, [2, 1], mode="reflect").tolist(), pad(x, [1, 1], mode="circular").tolist()
+    ([[0.0, 0.0, 1.0, 2.0, 0.0, 0.0]], [[2.0, 1.0, 0.0, 1.0, 2.0, 1.0]], [[2.0, 0.0, 1.0, 2.0, 0.0]])
+    """
+    pads = tuple(int(p) for p in pad)
+    k = len(pads) // 2
+    if len(pads) % 2 or not pads:
+        raise ShapeError(f"pad: the pad list must have an even, non-zero length, got {list(pads)}")
+    if k > x.ndim:
+        raise ShapeError(f"pad: {list(pads)} pads {k} dims but the tensor has {x.ndim} (shape {x.shape})")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
+    if mode == "constant":
+        if any(p < 0 for p in pads):  # negative pads crop first (a getitem), then the rest pads
+            lead = x.ndim - k
+            crop = (slice(None),) * lead + tuple(
+                slice(max(-pads[2 * (k - 1 - i)], 0), x.shape[lead + i] - max(-pads[2 * (k - 1 - i) + 1], 0))
+                for i in range(k))
+            for i, sl in enumerate(crop[lead:]):
+                if sl.stop < sl.start:
+                    raise ShapeError(f"pad: {list(pads)} crops dim {lead + i} of size {x.shape[lead + i]} below 0")
+            x = getitem(x, crop)
+            pads = tuple(max(p, 0) for p in pads)
+            if not any(pads):
+                return x
+        fill = 0.0 if value is None else float(value)
+        return apply(Pad, (x,), {"pad": pads, "mode": mode, "value": fill})
+    if value is not None:
+        raise ValueError(f"pad: mode {mode!r} takes no value, got {value!r}")
+    if k > 3 or x.ndim not in (k + 1, k + 2):
+        raise ShapeError(f"pad: mode {mode!r} pads the last 1, 2 or 3 dims of a tensor with 1 or 2 more (batch, "
+                         f"channel); {list(pads)} pads {k} dim(s) of a tensor of shape {x.shape}")
+    for i in range(k):
+        size = x.shape[x.ndim - 1 - i]
+        lo, hi = pads[2 * i], pads[2 * i + 1]
+        if any(p < 0 for p in (lo, hi)):
+            raise ShapeError(f"pad: mode {mode!r} takes pads >= 0, got {list(pads)}")
+        limit = size - 1 if mode == "reflect" else size
+        if (lo or hi) and (max(lo, hi) > limit or size == 0):
+            rel = "smaller than" if mode == "reflect" else "at most"
+            raise ShapeError(f"pad: {mode} pads must be {rel} the dim they pad; got {lo}, {hi} for dim "
+                             f"{x.ndim - 1 - i} of size {size} (shape {x.shape})")
+    return apply(Pad, (x,), {"pad": pads, "mode": mode, "value": None})
 
