@@ -1,5 +1,5 @@
 """Shape ops: reshape, transpose, permute, squeeze, unsqueeze, flatten, narrow, split, chunk, index_select, cat,
-stack, flip, roll, tril, triu, repeat, pad. Their backward rules move the gradient back into the input's
+stack, flip, roll, tril, triu, repeat, pad, diagonal. Their backward rules move the gradient back into the input's
 layout; the ones that pick elements scatter it into zeros and the ones that copy elements (repeat, the
 replicate/reflect/circular pads) add the copies' gradients up, and each of those rules is an op whose own backward
 is the forward again, so second derivatives flow through every op here.
@@ -19,7 +19,7 @@ from ..device import xp_of
 from ..errors import DimError, DTypeError, ShapeError
 from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
-from ._base import implements, norm_dim, norm_dims, tensor_method
+from ._base import Example, implements, norm_dim, norm_dims, tensor_method
 from .index import (  # noqa: F401 - re-exported: other modules import these names from here
     Compare,
     Gather,
@@ -840,3 +840,91 @@ def pad(x: Any, pad: Sequence[int], mode: str = "constant", value: float | None 
                              f"{x.ndim - 1 - i} of size {size} (shape {x.shape})")
     return apply(Pad, (x,), {"pad": pads, "mode": mode, "value": None})
 
+
+# -- diagonal -------------------------------------------------------------------------------------------------
+def _diagonal_index(xp: Any, shape: tuple[int, ...], offset: int, dim1: int, dim2: int) -> tuple[Any, Any]:
+    """The positions (along dim1, along dim2) of the diagonal `offset`: (i, i + offset)."""
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    n = max(0, min(shape[dim1] - r0, shape[dim2] - c0))
+    i = xp.arange(n)
+    return i + r0, i + c0
+
+
+def _place_diagonal(g: Any, shape: tuple[int, ...], offset: int, dim1: int, dim2: int) -> Any:
+    """Zeros of `shape` with the last dim of `g` written on the diagonal of dims (dim1, dim2); on raw arrays."""
+    xp = xp_of(g)
+    out = xp.zeros(shape, dtype=g.dtype)
+    i, j = _diagonal_index(xp, shape, offset, dim1, dim2)
+    xp.moveaxis(out, (dim1, dim2), (-2, -1))[..., i, j] = g
+    return out
+
+
+class DiagonalBackward(Op):
+    """The adjoint of taking a diagonal: zeros of the source shape with the gradient on the diagonal."""
+
+    name = "diagonal_backward"
+    kind = "gradient"
+    rule = "dG = diagonal(dY, offset, dim1, dim2)"
+    examples = (Example(lambda g: _diagonal_scatter(g, (3, 4), 1, 0, 1), ((3,),)),
+                Example(lambda g: _diagonal_scatter(g, (3, 2, 4), -1, 2, 0), ((2, 3),)))
+
+    @staticmethod
+    def forward(ctx: Any, g: Any) -> Any:
+        a = ctx.attrs
+        return _place_diagonal(g, a["shape"], a["offset"], a["dim1"], a["dim2"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a = ctx.attrs
+        return (apply(Diagonal, (g,), {"offset": a["offset"], "dim1": a["dim1"], "dim2": a["dim2"]}),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        a = ctx.attrs
+        return (xp_of(g).diagonal(g, a["offset"], a["dim1"] + 1, a["dim2"] + 1).copy(),)
+
+
+def _diagonal_scatter(g: Any, shape: tuple[int, ...], offset: int, dim1: int, dim2: int) -> Any:
+    return apply(DiagonalBackward, (g,), {"shape": shape, "offset": offset, "dim1": dim1, "dim2": dim2})
+
+
+class Diagonal(Op):
+    name = "diagonal"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = zeros(shape(X)) with dY on the diagonal (offset, dim1, dim2)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        a = ctx.attrs
+        ctx.state = x.shape
+        return xp_of(x).diagonal(x, a["offset"], a["dim1"], a["dim2"]).copy()  # numpy's is a read-only view
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a = ctx.attrs
+        return (_diagonal_scatter(g, ctx.state, a["offset"], a["dim1"], a["dim2"]),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        a = ctx.attrs
+        return (_place_diagonal(g, (g.shape[0], *ctx.state), a["offset"], a["dim1"] + 1, a["dim2"] + 1),)
+
+
+@tensor_method("diagonal")
+@implements(Diagonal)
+def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+    """The diagonal ``x[i, i + offset]`` of the matrices in dims (dim1, dim2), as a new last dim (torch.diagonal;
+    offset > 0 above the main diagonal, < 0 below).
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.arange(12).reshape(3, 4)
+    >>> x.diagonal().tolist(), x.diagonal(1).tolist(), x.diagonal(-1).tolist()
+    ([0, 5, 10], [1, 6, 11], [4, 9])
+    """
+    if x.ndim < 2:
+        raise DimError(f"diagonal: needs a tensor of at least 2 dims, got shape {x.shape}")
+    d1, d2 = norm_dim("diagonal", dim1, x.ndim), norm_dim("diagonal", dim2, x.ndim)
+    if d1 == d2:
+        raise DimError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2} (both dim {d1})")
+    return apply(Diagonal, (x,), {"offset": int(offset), "dim1": d1, "dim2": d2})
