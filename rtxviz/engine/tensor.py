@@ -396,6 +396,9 @@ class Tensor:
         def cosh(x: Any) -> Any:
             """The hyperbolic cosine, elementwise (torch.cosh)."""
 
+        def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+            """The diagonal ``x[i, i + offset]`` of the matrices in dims (dim1, dim2), as a new last dim (torch.diag…"""
+
         def div(a: Any, b: Any) -> Any:
             """a / b with broadcasting."""
 
@@ -423,11 +426,20 @@ class Tensor:
         def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
             """Merge dims `start_dim..end_dim` into one (a `reshape`); a 0-d tensor becomes shape (1,)."""
 
+        def flip(x: Any, *dims: Any) -> Any:
+            """`x` with the order of its elements reversed along each of `dims` (torch.flip; ``x.flip(0, 1)`` and"""
+
+        def gather(x: Any, dim: int, index: Any) -> Any:
+            """The values of `x` at `index` along `dim` (torch.gather): ``out[i][j] = x[i][index[i][j]]`` for dim 1."""
+
         def gelu(x: Any, approximate: str = 'none') -> Any:
             ...
 
         def hypot(a: Any, b: Any) -> Any:
             """The elementwise length √(a² + b²) of the point (a, b), with broadcasting (torch.hypot)."""
+
+        def index_add(x: Any, dim: int, index: Any, source: Any, *, alpha: builtins.float = 1) -> Any:
+            """`x` plus `alpha` times the slices of `source` added into the rows `index` (1-D int64) along `dim`"""
 
         def index_select(x: Any, dim: int, index: Any) -> Any:
             """The entries at `index` (1-D int64) along `dim`; repeats allowed, and their gradients add up."""
@@ -516,11 +528,20 @@ class Tensor:
         def relu(x: Any) -> Any:
             ...
 
+        def repeat(x: Any, *sizes: Any) -> Any:
+            """`x` tiled `sizes[d]` times along each dim d (PyTorch's Tensor.repeat; extra leading sizes add dims)."""
+
         def reshape(x: Any, *shape: Any) -> Any:
             """A new shape with the same number of elements (one -1 is inferred)."""
 
+        def roll(x: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
+            """`x` with its elements moved `shifts` places along `dims`, those that fall off one end coming back at…"""
+
         def rsub_scalar(x: Tensor, value: builtins.float) -> Any:
             """value - x."""
+
+        def scatter_add(x: Any, dim: int, index: Any, src: Any) -> Any:
+            """`x` with each ``src[i][j]`` added at position ``index[i][j]`` along `dim` (torch.scatter_add; for dim…"""
 
         def sigmoid(x: Any) -> Any:
             ...
@@ -573,6 +594,12 @@ class Tensor:
 
         def transpose(x: Any, dim0: int = 0, dim1: int = 1) -> Any:
             """Swap two dims (a view). The spec calls `transpose(0, 1)`."""
+
+        def tril(x: Any, diagonal: int = 0) -> Any:
+            """The lower triangle of the matrices in the last two dims: entries (i, j) with j <= i + diagonal, the r…"""
+
+        def triu(x: Any, diagonal: int = 0) -> Any:
+            """The upper triangle of the matrices in the last two dims: entries (i, j) with j >= i + diagonal, the r…"""
 
         def unsqueeze(x: Any, dim: int) -> Any:
             """Insert a dim of size 1 at `dim` (negative counts from the end of the result)."""

@@ -4,7 +4,19 @@ Python operators (+ - * / ** @) to Tensor."""
 
 from __future__ import annotations
 
-from . import arithmetic, broadcast, convert, linalg, nn, numpy_interop, operators, reduction, shape, unary  # noqa: F401
+from . import (  # noqa: F401 - registers the ops and attaches the methods
+    arithmetic,
+    broadcast,
+    convert,
+    index,
+    linalg,
+    nn,
+    numpy_interop,
+    operators,
+    reduction,
+    shape,
+    unary,
+)
 from ._base import OPS, REFERENCE, REFERENCE_OPS, Elementwise, Example, implements
 from .broadcast import BroadcastBinary
 

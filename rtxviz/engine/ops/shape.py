@@ -1,8 +1,11 @@
-"""Shape ops: reshape, transpose, permute, squeeze, unsqueeze, flatten, narrow, cat, stack, split, chunk,
-index_select, getitem (``x[...]``), where, masked_fill. Their backward rules move the gradient back into the
-input's layout; the ones that pick elements scatter it into zeros (`GetItemBackward`, add.at semantics, so
-repeated indices accumulate), and that scatter's own backward picks the elements again, so second
-derivatives flow through every op here.
+"""Shape ops: reshape, transpose, permute, squeeze, unsqueeze, flatten, narrow, split, chunk, index_select, cat,
+stack, flip, roll, tril, triu, repeat, pad, diagonal. Their backward rules move the gradient back into the input's
+layout; the ones that pick elements scatter it into zeros and the ones that copy elements (repeat, the
+replicate/reflect/circular pads) add the copies' gradients up, and each of those rules is an op whose own backward
+is the forward again, so second derivatives flow through every op here.
+
+The ops that pick or scatter by an index or a mask (getitem, gather, scatter_add, index_add, where, masked_fill,
+the comparisons) live in `index`; their names are importable from here as well.
 """
 
 from __future__ import annotations
@@ -12,12 +15,39 @@ from typing import Any
 
 import numpy as np
 
-from ..device import to_device, xp_of
-from ..errors import DeviceError, DimError, DTypeError, ShapeError
-from ..graph import Op, apply
+from ..device import xp_of
+from ..errors import DimError, DTypeError, ShapeError
+from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
-from ._base import Example, constant, implements, norm_dim, norm_dims, tensor_method
-from .broadcast import sum_to
+from ._base import Example, implements, norm_dim, norm_dims, tensor_method
+from .index import (  # noqa: F401 - re-exported: other modules import these names from here
+    Compare,
+    Gather,
+    GetItem,
+    GetItemBackward,
+    IndexAdd,
+    MaskedFill,
+    ScatterAdd,
+    Where,
+    _check_bounds,
+    _index_array,
+    _mask_array,
+    _norm_key,
+    _scatter,
+    add_at,
+    compare,
+    gather,
+    getitem,
+    index_add,
+    iterate,
+    masked_fill,
+    nonzero_mask,
+    reference_key,
+    where,
+    where_method,
+)
+from .index import add_at as scatter_add  # noqa: F401 - the raw helper's old name (nn_pool imports it)
+from .reduction import sum as _sum
 
 
 class Reshape(Op):
@@ -196,6 +226,7 @@ def squeeze(x: Any, dim: Any = None) -> Any:
 
 
 @tensor_method("flatten")
+@implements("flatten")
 def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
     """Merge dims `start_dim..end_dim` into one (a `reshape`); a 0-d tensor becomes shape (1,).
 
@@ -233,191 +264,7 @@ Tensor.T = property(T)  # type: ignore[method-assign, assignment]
 Tensor.mT = property(mT)  # type: ignore[method-assign, assignment]
 
 
-# -- element pickers and their common adjoint ----------------------------------------------------------------
-_cupyx: Any = None
-
-
-def scatter_add(out: Any, key: Any, values: Any) -> None:
-    """out[key] += values with repeated indices accumulating (numpy add.at; cupyx.scatter_add on GPUs)."""
-    global _cupyx
-    if type(out) is np.ndarray:
-        np.add.at(out, key, values)
-        return
-    if _cupyx is None:
-        import cupyx
-
-        _cupyx = cupyx
-    _cupyx.scatter_add(out, key, values)
-
-
-class GetItemBackward(Op):
-    """The adjoint of picking elements: zeros of the source shape with the gradient added at the picks."""
-
-    name = "getitem_backward"
-    kind = "gradient"
-    rule = "dG = dY[key]  (Y = zeros(shape) with G added at key)"
-    examples = (Example(lambda g: _scatter(g, (slice(0, 2), 1), (3, 4), True), ((2,),)),
-                Example(lambda g: _scatter(g, (_PICK.data,), (4, 2), False), ((3, 2),)))
-
-    @staticmethod
-    def forward(ctx: Any, g: Any) -> Any:
-        a = ctx.attrs
-        out = xp_of(g).zeros(a["shape"], dtype=g.dtype)
-        if a["basic"]:
-            out[a["key"]] = g  # basic indexing never picks an element twice
-        else:
-            scatter_add(out, a["key"], g)
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
-        return (apply(GetItem, (g,), {"key": ctx.attrs["key"], "basic": ctx.attrs["basic"]}),)
-
-
-_PICK = Tensor(np.array([2, 0, 2]))  # an index with a repeat, for the examples
-
-
-def _scatter(g: Any, key: Any, shape: tuple[int, ...], basic: bool) -> Any:
-    return apply(GetItemBackward, (g,), {"key": key, "shape": shape, "basic": basic})
-
-
-class GetItem(Op):
-    name = "getitem"
-    kind = "index"
-    keeps_finite = True
-    rule = "dX = zeros(shape(X)) with dY added at [key]"
-    examples = (Example(lambda x: x[1:, ::2], ((3, 5),)), Example(lambda x: x[_PICK], ((4, 2),)),
-                Example(lambda x: x[..., 1], ((2, 3, 2),)))
-
-    @staticmethod
-    def forward(ctx: Any, x: Any) -> Any:
-        ctx.state = x.shape
-        return x[ctx.attrs["key"]]
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
-        return (_scatter(g, ctx.attrs["key"], ctx.state, ctx.attrs["basic"]),)
-
-
-def _index_array(op: str, value: Any, x: Any) -> Any:
-    """An index (Tensor, array, list) as an int64 or bool array on x's device."""
-    arr = value.data if isinstance(value, Tensor) else value
-    if type(arr) is not np.ndarray and not hasattr(arr, "__cuda_array_interface__"):
-        arr = np.asarray(arr)
-        if arr.dtype.kind == "f" and arr.size == 0:
-            arr = arr.astype(np.int64)
-    if arr.dtype.kind not in "iub":
-        raise DTypeError(f"{op}: indices must be integers or bools, got dtype {arr.dtype}")
-    if type(arr) is not type(x.data):
-        arr = to_device(arr, x.device)
-    elif type(arr) is not np.ndarray and arr.device.id != x.data.device.id:
-        raise DeviceError(f"{op}: the index is on cuda:{arr.device.id} but the tensor on {x.device}")
-    return arr
-
-
-def _check_bounds(op: str, idx: Any, size: int, dim: int) -> None:
-    """Raise a DimError naming the first index outside [-size, size) (numpy would wrap on GPUs)."""
-    if idx.size == 0:
-        return
-    bad = (idx < -size) | (idx >= size)
-    if bad.any():
-        value = int(idx[bad].reshape(-1)[0])
-        raise DimError(f"{op}: index {value} is out of range for dim {dim} of size {size}")
-
-
-def _norm_key(x: Any, key: Any) -> tuple[tuple, bool]:
-    """Checked numpy key for x[key] (Tensors and lists become arrays; bool masks become their nonzero
-    positions) and whether it is basic (ints, slices, None, Ellipsis only)."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    items: list[Any] = []
-    basic = True
-    consumed = 0
-    ellipsis = False
-    for k in key:
-        if k is None or isinstance(k, slice):
-            items.append(k)
-            consumed += k is not None
-        elif k is Ellipsis:
-            if ellipsis:
-                raise DimError("getitem: an index can only have a single ellipsis ('...')")
-            ellipsis = True
-            items.append(k)
-        elif isinstance(k, int | np.integer) and not isinstance(k, bool | np.bool_):
-            items.append(int(k))
-            consumed += 1
-        elif isinstance(k, Tensor | list | tuple | np.ndarray) or hasattr(k, "__cuda_array_interface__"):
-            arr = _index_array("getitem", k, x)
-            basic = False
-            items.append(arr)
-            consumed += arr.ndim if arr.dtype.kind == "b" else 1
-        else:
-            raise TypeError(f"getitem: unsupported index {k!r} of type {type(k).__name__}; use ints, slices, "
-                            "None, ..., or integer/bool tensors")
-    nd = x.ndim
-    if consumed > nd:
-        raise DimError(f"getitem: too many indices ({consumed}) for a tensor of {nd} dim(s) (shape {x.shape})")
-    shape = x.shape
-    out: list[Any] = []
-    dim = 0
-    for k in items:
-        if k is None:
-            out.append(k)
-        elif k is Ellipsis:
-            dim += nd - consumed
-            out.append(k)
-        elif isinstance(k, slice):
-            out.append(k)
-            dim += 1
-        elif isinstance(k, int):
-            size = shape[dim]
-            if not -size <= k < size:
-                raise DimError(f"getitem: index {k} is out of range for dim {dim} of size {size}")
-            out.append(k)
-            dim += 1
-        elif k.dtype.kind == "b":
-            want = shape[dim : dim + k.ndim]
-            if k.shape != want:
-                raise ShapeError(f"getitem: boolean mask of shape {k.shape} does not match dims {dim}.."
-                                 f"{dim + k.ndim - 1} of the tensor (shape {shape}, those dims {want})")
-            if k.ndim == 0:  # x[True]: numpy adds a dim of size 1 (or 0); keep the mask as is
-                out.append(k)
-            else:
-                out.extend(k.nonzero())
-            dim += k.ndim
-        else:
-            _check_bounds("getitem", k, shape[dim], dim)
-            out.append(k.astype(np.int64, copy=False))
-            dim += 1
-    return tuple(out), basic
-
-
-@implements(GetItem, reference=None)
-def getitem(x: Any, key: Any) -> Any:
-    """x[key] with numpy/PyTorch semantics: ints, slices (negative steps too), None, ..., integer and bool
-    tensors. The gradient is scattered back into zeros (repeated picks accumulate).
-
-    >>> from rtxviz import Tensor
-    >>> t = Tensor.arange(6).reshape(2, 3)
-    >>> t[1, ::-1].tolist(), t[:, Tensor([0, 0])].tolist(), t[t > 3].tolist()
-    ([5, 4, 3], [[0, 0], [3, 3]], [4, 5])
-    """
-    norm, basic = _norm_key(x, key)
-    return apply(GetItem, (x,), {"key": norm, "basic": basic})
-
-
-def iterate(x: Any) -> Any:
-    if x.ndim == 0:
-        raise TypeError("iteration over a 0-d tensor")
-    for i in range(x.shape[0]):
-        yield apply(GetItem, (x,), {"key": (i,), "basic": True})
-
-
-tensor_method("__getitem__")(getitem)
-tensor_method("__iter__")(iterate)
-
-
-# -- narrow / split / chunk ------------------------------------------------------------------------------------
+# -- narrow / split / chunk -----------------------------------------------------------------------------------
 class Narrow(Op):
     name = "narrow"
     kind = "shape"
@@ -464,6 +311,7 @@ def narrow(x: Any, dim: int, start: int, length: int) -> Any:
 
 
 @tensor_method("split")
+@implements("split", call=lambda x, split_size, dim, index: split(x, split_size, dim)[index])
 def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
     """Pieces along `dim`: of `split_size` each (the last may be smaller), or of the listed sizes.
 
@@ -493,8 +341,14 @@ def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> 
 
 
 @tensor_method("chunk")
+@implements("chunk", call=lambda x, chunks, dim, index: chunk(x, chunks, dim)[index])
 def chunk(x: Any, chunks: int, dim: int = 0) -> tuple:
-    """At most `chunks` equal pieces along `dim` (PyTorch: each of ceil(size / chunks); maybe fewer)."""
+    """At most `chunks` equal pieces along `dim` (PyTorch: each of ceil(size / chunks); maybe fewer).
+
+    >>> from rtxviz import Tensor
+    >>> [p.tolist() for p in Tensor.arange(5).chunk(3)]
+    [[0, 1], [2, 3], [4]]
+    """
     if int(chunks) <= 0:
         raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
     d = norm_dim("chunk", dim, x.ndim)
@@ -645,148 +499,432 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     return apply(Stack, tuple(ts), {"dim": d})
 
 
-# -- comparisons -------------------------------------------------------------------------------------------
-_COMPARE = frozenset({"__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"})
-
-
-class Compare(Op):
-    """An elementwise comparison (bool result, no gradient), as an op so that a tracer sees where a mask comes
-    from: a graph-cache replay recomputes `x > 0` from the new x instead of reusing the captured mask."""
-
-    name = "compare"
-    kind = "comparison"
-    differentiable = False
-    rule = "no gradient (a bool result)"
-    examples = (Example(lambda a, b: compare(a, b, "__gt__"), ((3, 4), (3, 4))),
-                Example(lambda a: compare(a, 0.0, "__le__"), ((5,),)))
-
-    @staticmethod
-    def forward(ctx: Any, a: Any, b: Any) -> Any:
-        return getattr(a, ctx.attrs["name"])(b)
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:  # pragma: no cover - never recorded: its inputs are plain Tensors
-        return None, None
-
-
-_COMPARE_ATTRS = {n: {"name": n} for n in _COMPARE}
-
-
-@implements(Compare, reference=None)
-def compare(a: Tensor, b: Any, name: str) -> Tensor:
-    """`a <op> b` for a comparison dunder `name` ("__gt__", ...): a bool Tensor that records no gradient.
-
-    >>> from rtxviz import Tensor
-    >>> compare(Tensor.from_slice([-1.0, 2.0], [2]), 0.0, "__gt__").tolist()
-    [False, True]
-    """
-    b = as_tensor_like(b, a)
-    if b.data.dtype != a.data.dtype or type(b.data) is not type(a.data):
-        return Tensor._wrap(getattr(a.data, name)(b.data))  # mixed dtypes: numpy's rules, as the operators had
-    # Plain Tensors in: the result is a Tensor (never a Variable that requires grad), and no node is recorded.
-    return apply(Compare, (Tensor._wrap(a.data), Tensor._wrap(b.data)), _COMPARE_ATTRS[name])
-
-
-# -- where / masked_fill -----------------------------------------------------------------------------------
-def _mask_array(op: str, mask: Any, like: Any) -> Any:
-    dtype = getattr(mask.data if isinstance(mask, Tensor) else mask, "dtype", None)
-    arr = _index_array(op, mask, like) if dtype is None or dtype.kind == "b" else None
-    if arr is None or arr.dtype.kind != "b":
-        got = dtype if dtype is not None else arr.dtype
-        raise DTypeError(f"{op}: the condition/mask must be a bool tensor, got dtype {got}")
-    return arr
-
-
-class Where(Op):
-    name = "where"
-    kind = "index"
+# -- flip / roll ----------------------------------------------------------------------------------------------
+class Flip(Op):
+    name = "flip"
+    kind = "shape"
     keeps_finite = True
-    examples = (Example(lambda a, b: where(a > 0, a, b), ((3, 4), (3, 4))),
-                Example(lambda a, b: where(a > 0, a, b), ((2, 3), (3,))))
-    rule = "dA = dY where cond else 0, dB = dY where not cond else 0"
-
-    @staticmethod
-    def forward(ctx: Any, a: Any, b: Any) -> Any:
-        out = xp_of(a).where(ctx.attrs["cond"].data, a, b)
-        if a.shape != out.shape or b.shape != out.shape:
-            ctx.state = (a.shape, b.shape)
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> tuple:
-        zero = constant(xp_of(g.data).zeros((), dtype=g.data.dtype))  # announced: a graph-cache replay bakes it in
-        attrs = ctx.attrs
-        ga = apply(Where, (g, zero), attrs) if ctx.next[0] is not None else None
-        gb = apply(Where, (zero, g), attrs) if ctx.next[1] is not None else None
-        if ctx.state is not None:
-            ga = None if ga is None else sum_to(ga, ctx.state[0])
-            gb = None if gb is None else sum_to(gb, ctx.state[1])
-        return ga, gb
-
-
-@implements(Where, reference=None)
-def where(condition: Any, a: Any, b: Any) -> Any:
-    """Elementwise `a` where `condition` else `b` (broadcasting); the gradient goes to the chosen side.
-
-    >>> from rtxviz import Tensor
-    >>> x = Tensor.from_slice([-1.0, 2.0], [2])
-    >>> where(x > 0, x, 0.0).tolist()
-    [0.0, 2.0]
-    """
-    like = a if isinstance(a, Tensor) else (b if isinstance(b, Tensor) else None)
-    if like is None:
-        a = Tensor(a)
-        like = a
-    a, b = as_tensor_like(a, like), as_tensor_like(b, like)
-    cond = _mask_array("where", condition, like)
-    try:
-        np.broadcast_shapes(cond.shape, a.shape, b.shape)
-    except ValueError:
-        raise ShapeError(f"where: condition {cond.shape}, a {a.shape} and b {b.shape} do not broadcast") from None
-    return apply(Where, (a, b), {"cond": Tensor._wrap(cond)})
-
-
-@tensor_method("where")
-def where_method(x: Any, condition: Any, other: Any) -> Any:
-    """x.where(condition, other): x where condition else other (PyTorch's Tensor.where)."""
-    return where(condition, x, other)
-
-
-class MaskedFill(Op):
-    name = "masked_fill"
-    kind = "index"
-    examples = (Example(lambda x: masked_fill(x, x < 0, 0.5), ((3, 4),)),)
-    rule = "dX = dY where not mask else 0"
+    rule = "dX = flip(dY, dims)"
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
-        return xp_of(x).where(ctx.attrs["mask"].data, x.dtype.type(ctx.attrs["value"]), x)
+        return xp_of(x).flip(x, axis=ctx.attrs["dims"])
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        zero = constant(xp_of(g.data).zeros((), dtype=g.data.dtype))
-        return (apply(Where, (zero, g), {"cond": ctx.attrs["mask"]}),)
+        return (apply(Flip, (g,), ctx.attrs),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return (xp_of(g).flip(g, axis=tuple(d + 1 for d in ctx.attrs["dims"])),)
 
 
-@tensor_method("masked_fill")
-@implements(MaskedFill, reference=None)
-def masked_fill(x: Any, mask: Any, value: Any) -> Any:
-    """x with `value` written where `mask` (a bool tensor broadcastable to x) is True.
+@tensor_method("flip")
+@implements(Flip, call=lambda x, dims: flip(x, dims))
+def flip(x: Any, *dims: Any) -> Any:
+    """`x` with the order of its elements reversed along each of `dims` (torch.flip; ``x.flip(0, 1)`` and
+    ``x.flip([0, 1])`` alike).
 
     >>> from rtxviz import Tensor
-    >>> x = Tensor.from_slice([1.0, -2.0, 3.0], [3])
-    >>> x.masked_fill(x < 0, 0.0).tolist()
-    [1.0, 0.0, 3.0]
+    >>> Tensor.arange(6).reshape(2, 3).flip(1).tolist()
+    [[2, 1, 0], [5, 4, 3]]
     """
-    m = _mask_array("masked_fill", mask, x)
-    try:
-        shape = np.broadcast_shapes(m.shape, x.shape)
-    except ValueError:
-        shape = None
-    if shape != x.shape:
-        raise ShapeError(f"masked_fill: mask of shape {m.shape} does not broadcast to the tensor's shape {x.shape}")
-    if isinstance(value, Tensor):
-        if value.requires_grad:
-            return where(Tensor._wrap(m), value, x)
-        value = value.item()
-    return apply(MaskedFill, (x,), {"mask": Tensor._wrap(m), "value": value})
+    norm = norm_dims("flip", _int_args(dims), x.ndim) or ()
+    if not norm or x.ndim == 0:
+        return x
+    return apply(Flip, (x,), {"dims": norm})
+
+
+class Roll(Op):
+    name = "roll"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = roll(dY, -shifts, dims)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        a = ctx.attrs
+        if a["dims"] is None:
+            return xp_of(x).roll(x, a["shifts"][0])  # the flattened tensor, shape kept
+        return xp_of(x).roll(x, a["shifts"], axis=a["dims"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a = ctx.attrs
+        return (apply(Roll, (g,), {"shifts": tuple(-s for s in a["shifts"]), "dims": a["dims"]}),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        a = ctx.attrs
+        xp = xp_of(g)
+        back = tuple(-s for s in a["shifts"])
+        if a["dims"] is None:
+            return (xp.roll(g.reshape(g.shape[0], -1), back[0], axis=1).reshape(g.shape),)
+        return (xp.roll(g, back, axis=tuple(d + 1 for d in a["dims"])),)
+
+
+@tensor_method("roll")
+@implements(Roll)
+def roll(x: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
+    """`x` with its elements moved `shifts` places along `dims`, those that fall off one end coming back at the
+    other (torch.roll); with dims None, the flattened tensor is rolled by one shift and the shape kept.
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.arange(6).reshape(2, 3).roll(1, 1).tolist(), Tensor.arange(6).reshape(2, 3).roll(2).tolist()
+    ([[2, 0, 1], [5, 3, 4]], [[4, 5, 0], [1, 2, 3]])
+    """
+    shift_t = (int(shifts),) if isinstance(shifts, int | np.integer) else tuple(int(s) for s in shifts)
+    if dims is None:
+        if len(shift_t) != 1:
+            raise ShapeError(f"roll: without dims, shifts must be a single shift, got {list(shift_t)}")
+        if x.data.size == 0:
+            return x
+        return apply(Roll, (x,), {"shifts": shift_t, "dims": None})
+    dim_t = (dims,) if isinstance(dims, int | np.integer) else tuple(dims)
+    if len(dim_t) != len(shift_t) or not dim_t:
+        raise ShapeError(f"roll: shifts {list(shift_t)} and dims {list(dim_t)} must have the same, non-zero length")
+    norm = tuple(norm_dim("roll", d, x.ndim) for d in dim_t)  # a dim may repeat: its shifts add up
+    if x.ndim == 0 or x.data.size == 0:
+        return x
+    return apply(Roll, (x,), {"shifts": shift_t, "dims": norm})
+
+
+# -- tril / triu ----------------------------------------------------------------------------------------------
+def _triangle(x: Any, diagonal: int, lower: bool) -> Any:
+    """The lower (j <= i + diagonal) or upper (j >= i + diagonal) triangle of the last two dims, zeros elsewhere."""
+    xp = xp_of(x)
+    n, m = x.shape[-2:]
+    keep = xp.tri(n, m, diagonal, dtype=bool) if lower else ~xp.tri(n, m, diagonal - 1, dtype=bool)
+    return xp.where(keep, x, x.dtype.type(0))
+
+
+class Tril(Op):
+    name = "tril"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = tril(dY, diagonal)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return _triangle(x, ctx.attrs["diagonal"], True)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (apply(Tril, (g,), ctx.attrs),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return (_triangle(g, ctx.attrs["diagonal"], True),)  # the last two dims: a leading batch dim is one more
+
+
+def _check_matrix(op: str, x: Any) -> None:
+    if x.ndim < 2:
+        raise DimError(f"{op}: needs a tensor of at least 2 dims (the last two are the matrix), got shape {x.shape}")
+
+
+@tensor_method("tril")
+@implements(Tril)
+def tril(x: Any, diagonal: int = 0) -> Any:
+    """The lower triangle of the matrices in the last two dims: entries (i, j) with j <= i + diagonal, the rest
+    zero (torch.tril).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.ones([2, 3]).tril().tolist()
+    [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]]
+    """
+    _check_matrix("tril", x)
+    return apply(Tril, (x,), {"diagonal": int(diagonal)})
+
+
+class Triu(Op):
+    name = "triu"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = triu(dY, diagonal)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return _triangle(x, ctx.attrs["diagonal"], False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (apply(Triu, (g,), ctx.attrs),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        return (_triangle(g, ctx.attrs["diagonal"], False),)
+
+
+@tensor_method("triu")
+@implements(Triu)
+def triu(x: Any, diagonal: int = 0) -> Any:
+    """The upper triangle of the matrices in the last two dims: entries (i, j) with j >= i + diagonal, the rest
+    zero (torch.triu).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.ones([2, 3]).triu(1).tolist()
+    [[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
+    """
+    _check_matrix("triu", x)
+    return apply(Triu, (x,), {"diagonal": int(diagonal)})
+
+
+# -- repeat ---------------------------------------------------------------------------------------------------
+def _tiles(shape: tuple[int, ...], repeats: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the repeated output viewed as (r0, s0, r1, s1, ...), the positions of the r's in it): summing over those
+    adds each element's copies up."""
+    padded = (1,) * (len(repeats) - len(shape)) + tuple(shape)
+    inter = tuple(v for r, s in zip(repeats, padded, strict=True) for v in (r, s))
+    return inter, tuple(range(0, 2 * len(repeats), 2))
+
+
+class Repeat(Op):
+    name = "repeat"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = Σ over the copies of dY (view dY as (r₀, s₀, r₁, s₁, …), sum over the r's)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        ctx.state = x.shape
+        return xp_of(x).tile(x, ctx.attrs["repeats"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        inter, axes = _tiles(ctx.state, ctx.attrs["repeats"])
+        return (reshape(_sum(reshape(g, inter), dim=axes), ctx.state),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        inter, axes = _tiles(ctx.state, ctx.attrs["repeats"])
+        b = g.shape[0]
+        return (g.reshape((b, *inter)).sum(axis=tuple(a + 1 for a in axes)).reshape((b, *ctx.state)),)
+
+
+@tensor_method("repeat")
+@implements(Repeat, call=lambda x, repeats: repeat(x, *repeats))
+def repeat(x: Any, *sizes: Any) -> Any:
+    """`x` tiled `sizes[d]` times along each dim d (PyTorch's Tensor.repeat; extra leading sizes add dims).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.arange(3).repeat(2, 2).tolist()
+    [[0, 1, 2, 0, 1, 2], [0, 1, 2, 0, 1, 2]]
+    """
+    reps = tuple(int(s) for s in _int_args(sizes))
+    if len(reps) < x.ndim:
+        raise DimError(f"repeat: {len(reps)} repeat sizes {list(reps)} for a tensor of {x.ndim} dims (shape "
+                       f"{x.shape}); give at least one per dim")
+    if any(r < 0 for r in reps):
+        raise ShapeError(f"repeat: repeat sizes must be >= 0, got {list(reps)}")
+    if len(reps) == x.ndim and all(r == 1 for r in reps):
+        return x
+    return apply(Repeat, (x,), {"repeats": reps})
+
+
+# -- pad ------------------------------------------------------------------------------------------------------
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_source(xp: Any, size: int, lo: int, hi: int, mode: str) -> Any:
+    """For each position of a padded dim, the input position it copies (reflect, replicate or circular)."""
+    j = xp.arange(-lo, size + hi)
+    if mode == "replicate":
+        return xp.clip(j, 0, size - 1)
+    if mode == "circular":
+        return j % size
+    j = xp.abs(j)  # reflect (the edge itself is not repeated): pads are smaller than the dim
+    return xp.where(j >= size, 2 * (size - 1) - j, j)
+
+
+class Pad(Op):
+    """F.pad. A constant pad places x inside a tensor of the value; the other modes copy x's elements outward,
+    as an index into x built by forward (in ctx.state), and their gradient adds the copies up."""
+
+    name = "pad"
+    kind = "shape"
+    # keeps_finite stays False: a constant pad writes its value, which may be ±inf (masks, max-pool padding)
+    rule = "dX = dY[inner] (constant); dX = zeros(shape(X)) with dY added at the source of each element (others)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        a = ctx.attrs
+        xp = xp_of(x)
+        pads, mode = a["pad"], a["mode"]
+        k = len(pads) // 2
+        lead = x.ndim - k
+        if mode == "constant":
+            inner = (slice(None),) * lead + tuple(
+                slice(pads[2 * (k - 1 - i)], pads[2 * (k - 1 - i)] + x.shape[lead + i]) for i in range(k))
+            out_shape = x.shape[:lead] + tuple(
+                x.shape[lead + i] + pads[2 * (k - 1 - i)] + pads[2 * (k - 1 - i) + 1] for i in range(k))
+            ctx.state = (x.shape, inner, True)
+            out = xp.full(out_shape, a["value"], dtype=x.dtype)
+            out[inner] = x
+            return out
+        srcs = []
+        for i in range(k):
+            lo, hi = pads[2 * (k - 1 - i)], pads[2 * (k - 1 - i) + 1]
+            shape = [1] * k
+            shape[i] = -1
+            srcs.append(_pad_source(xp, x.shape[lead + i], lo, hi, mode).reshape(shape))
+        key = (slice(None),) * lead + tuple(srcs)
+        ctx.state = (x.shape, key, False)
+        return x[key]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        shape, key, basic = ctx.state
+        if basic:
+            return (apply(GetItem, (g,), {"key": key, "basic": True}),)
+        return (_scatter(g, key, shape, False),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        shape, key, basic = ctx.state
+        if basic:
+            return (g[(slice(None), *key)],)
+        out = xp_of(g).zeros((g.shape[0], *shape), dtype=g.dtype)
+        add_at(out, (slice(None), *key), g)
+        return (out,)
+
+
+@implements(Pad)
+def pad(x: Any, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Any:
+    """Pad `x` as torch.nn.functional.pad: `pad` is [left, right] of the last dim, then [top, bottom] of the one
+    before, and so on. mode "constant" fills with `value` (default 0; negative pads crop); "reflect" mirrors
+    without repeating the edge, "replicate" repeats the edge, "circular" wraps around: these pad the last 1, 2
+    or 3 dims of a tensor with 1 or 2 more (batch, channel).
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.arange(3).reshape(1, 3).to(dtype="float64")
+    >>> pad(x, [1, 2]).tolist(), pad(x, [2, 1], mode="reflect").tolist(), pad(x, [1, 1], mode="circular").tolist()
+    ([[0.0, 0.0, 1.0, 2.0, 0.0, 0.0]], [[2.0, 1.0, 0.0, 1.0, 2.0, 1.0]], [[2.0, 0.0, 1.0, 2.0, 0.0]])
+    """
+    pads = tuple(int(p) for p in pad)
+    k = len(pads) // 2
+    if len(pads) % 2 or not pads:
+        raise ShapeError(f"pad: the pad list must have an even, non-zero length, got {list(pads)}")
+    if k > x.ndim:
+        raise ShapeError(f"pad: {list(pads)} pads {k} dims but the tensor has {x.ndim} (shape {x.shape})")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
+    if mode == "constant":
+        if any(p < 0 for p in pads):  # negative pads crop first (a getitem), then the rest pads
+            lead = x.ndim - k
+            crop = (slice(None),) * lead + tuple(
+                slice(max(-pads[2 * (k - 1 - i)], 0), x.shape[lead + i] - max(-pads[2 * (k - 1 - i) + 1], 0))
+                for i in range(k))
+            for i, sl in enumerate(crop[lead:]):
+                if sl.stop < sl.start:
+                    raise ShapeError(f"pad: {list(pads)} crops dim {lead + i} of size {x.shape[lead + i]} below 0")
+            x = getitem(x, crop)
+            pads = tuple(max(p, 0) for p in pads)
+            if not any(pads):
+                return x
+        fill = 0.0 if value is None else float(value)
+        return apply(Pad, (x,), {"pad": pads, "mode": mode, "value": fill})
+    if value is not None:
+        raise ValueError(f"pad: mode {mode!r} takes no value, got {value!r}")
+    if k > 3 or x.ndim not in (k + 1, k + 2):
+        raise ShapeError(f"pad: mode {mode!r} pads the last 1, 2 or 3 dims of a tensor with 1 or 2 more (batch, "
+                         f"channel); {list(pads)} pads {k} dim(s) of a tensor of shape {x.shape}")
+    for i in range(k):
+        size = x.shape[x.ndim - 1 - i]
+        lo, hi = pads[2 * i], pads[2 * i + 1]
+        if any(p < 0 for p in (lo, hi)):
+            raise ShapeError(f"pad: mode {mode!r} takes pads >= 0, got {list(pads)}")
+        limit = size - 1 if mode == "reflect" else size
+        if (lo or hi) and (max(lo, hi) > limit or size == 0):
+            rel = "smaller than" if mode == "reflect" else "at most"
+            raise ShapeError(f"pad: {mode} pads must be {rel} the dim they pad; got {lo}, {hi} for dim "
+                             f"{x.ndim - 1 - i} of size {size} (shape {x.shape})")
+    return apply(Pad, (x,), {"pad": pads, "mode": mode, "value": None})
+
+
+# -- diagonal -------------------------------------------------------------------------------------------------
+def _diagonal_index(xp: Any, shape: tuple[int, ...], offset: int, dim1: int, dim2: int) -> tuple[Any, Any]:
+    """The positions (along dim1, along dim2) of the diagonal `offset`: (i, i + offset)."""
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    n = max(0, min(shape[dim1] - r0, shape[dim2] - c0))
+    i = xp.arange(n)
+    return i + r0, i + c0
+
+
+def _place_diagonal(g: Any, shape: tuple[int, ...], offset: int, dim1: int, dim2: int) -> Any:
+    """Zeros of `shape` with the last dim of `g` written on the diagonal of dims (dim1, dim2); on raw arrays."""
+    xp = xp_of(g)
+    out = xp.zeros(shape, dtype=g.dtype)
+    i, j = _diagonal_index(xp, shape, offset, dim1, dim2)
+    xp.moveaxis(out, (dim1, dim2), (-2, -1))[..., i, j] = g
+    return out
+
+
+class DiagonalBackward(Op):
+    """The adjoint of taking a diagonal: zeros of the source shape with the gradient on the diagonal."""
+
+    name = "diagonal_backward"
+    kind = "gradient"
+    rule = "dG = diagonal(dY, offset, dim1, dim2)"
+    examples = (Example(lambda g: _diagonal_scatter(g, (3, 4), 1, 0, 1), ((3,),)),
+                Example(lambda g: _diagonal_scatter(g, (3, 2, 4), -1, 2, 0), ((2, 3),)))
+
+    @staticmethod
+    def forward(ctx: Any, g: Any) -> Any:
+        a = ctx.attrs
+        return _place_diagonal(g, a["shape"], a["offset"], a["dim1"], a["dim2"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a = ctx.attrs
+        return (apply(Diagonal, (g,), {"offset": a["offset"], "dim1": a["dim1"], "dim2": a["dim2"]}),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        a = ctx.attrs
+        return (xp_of(g).diagonal(g, a["offset"], a["dim1"] + 1, a["dim2"] + 1).copy(),)
+
+
+def _diagonal_scatter(g: Any, shape: tuple[int, ...], offset: int, dim1: int, dim2: int) -> Any:
+    return apply(DiagonalBackward, (g,), {"shape": shape, "offset": offset, "dim1": dim1, "dim2": dim2})
+
+
+class Diagonal(Op):
+    name = "diagonal"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = zeros(shape(X)) with dY on the diagonal (offset, dim1, dim2)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        a = ctx.attrs
+        ctx.state = x.shape
+        return xp_of(x).diagonal(x, a["offset"], a["dim1"], a["dim2"]).copy()  # numpy's is a read-only view
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a = ctx.attrs
+        return (_diagonal_scatter(g, ctx.state, a["offset"], a["dim1"], a["dim2"]),)
+
+    @staticmethod
+    def batched(ctx: TapeNode, g: Any) -> tuple:
+        a = ctx.attrs
+        return (_place_diagonal(g, (g.shape[0], *ctx.state), a["offset"], a["dim1"] + 1, a["dim2"] + 1),)
+
+
+@tensor_method("diagonal")
+@implements(Diagonal)
+def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+    """The diagonal ``x[i, i + offset]`` of the matrices in dims (dim1, dim2), as a new last dim (torch.diagonal;
+    offset > 0 above the main diagonal, < 0 below).
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.arange(12).reshape(3, 4)
+    >>> x.diagonal().tolist(), x.diagonal(1).tolist(), x.diagonal(-1).tolist()
+    ([0, 5, 10], [1, 6, 11], [4, 9])
+    """
+    if x.ndim < 2:
+        raise DimError(f"diagonal: needs a tensor of at least 2 dims, got shape {x.shape}")
+    d1, d2 = norm_dim("diagonal", dim1, x.ndim), norm_dim("diagonal", dim2, x.ndim)
+    if d1 == d2:
+        raise DimError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2} (both dim {d1})")
+    return apply(Diagonal, (x,), {"offset": int(offset), "dim1": d1, "dim2": d2})
