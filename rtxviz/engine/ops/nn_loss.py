@@ -1,13 +1,18 @@
-"""Losses: mse_loss, cross_entropy and nll_loss (single ops with their own rules), l1_loss and
-binary_cross_entropy_with_logits (composed of elementwise ops, so every derivative comes from those).
+"""Losses, with PyTorch's semantics and reductions ("mean", "sum", "none").
+
+Single ops with their own rules: cross_entropy (class targets), nll_loss and mse_loss. Composed of other ops, so
+every derivative comes from those: cross_entropy with class-probability targets (reference name
+cross_entropy_soft), l1_loss and binary_cross_entropy_with_logits.
 
 Class targets are int64 index tensors. They ride in the op's attrs (as an `IndexArg`) rather than as a
 second input, because every tensor input of an op shares one dtype; the forward also accepts them as a
-second array input, the layout of the reference files (`args: [logits, target]`).
+second array input, the layout of the reference files (`args: [logits, target]`). Class weights (`weight=`) and
+pos_weight are constants, never differentiated; float targets are inputs like any other and get gradients.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -16,19 +21,22 @@ from ..device import xp_of
 from ..dtypes import int64, is_float
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..graph import Op, apply
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor_like
 from ._base import Example, constant, first_grad, implements
 from .arithmetic import add as _add
-from .arithmetic import mul, mul_scalar, neg, rsub_scalar, sub
+from .arithmetic import add_scalar, mul, mul_scalar, neg, rsub_scalar, sub
 from .broadcast import sum_to
-from .nn_norm import softmax
+from .nn_norm import log_softmax, softmax
 from .reduction import mean
 from .reduction import sum as _sum
+from .shape import reshape
 from .unary import abs as _abs
 from .unary import softplus
 
 _REDUCTIONS = ("mean", "sum", "none")
 _T3 = Tensor(np.array([2, 0, 3]))  # class targets of the examples below
+_T3I = Tensor(np.array([2, -100, 3]))  # the same with an ignored row
+_W4 = [0.5, 1.0, 2.0, 1.5]  # class weights of the examples below
 
 
 class IndexArg:
@@ -54,9 +62,29 @@ class IndexArg:
         return f"<{self.array.dtype} indices {tuple(self.array.shape)}>"
 
 
-def _check_reduction(op: str, reduction: str) -> None:
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+class ConstArg:
+    """A float array carried in an op's attrs: a constant the op reads and never differentiates (class weights).
+
+    Prints as its dtype and shape, not its values.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    def __repr__(self) -> str:
+        return f"<{self.array.dtype} weight {tuple(self.array.shape)}>"
+
+
+def _check_reduction(op: str, reduction: str, allowed: tuple[str, ...] = _REDUCTIONS) -> None:
+    if reduction not in allowed:
+        names = ", ".join(repr(r) for r in allowed[:-1]) + f" or {allowed[-1]!r}"
+        raise ValueError(f"{op}: reduction must be {names}, got {reduction!r}")
 
 
 def _check_float(op: str, label: str, x: Any) -> None:
@@ -80,6 +108,30 @@ def index_array(op: str, label: str, idx: Any, like: Tensor) -> Any:
     if type(arr) is not type(like.data):
         raise DeviceError(f"{op}: {label} is on {Tensor._wrap(arr).device} but the input is on {like.device}")
     return arr
+
+
+def _constant_like(op: str, label: str, value: Any, like: Tensor) -> Tensor:
+    """A constant argument (class weights, pos_weight: a Tensor, array or list of floats) as a float Tensor of
+    `like`'s dtype and device (a Tensor passes as it is, and is checked)."""
+    if isinstance(value, Tensor):
+        t = value
+    else:
+        t = as_tensor_like(value if hasattr(value, "dtype") else [float(v) for v in value], like)
+    if not is_float(t.data.dtype):
+        raise DTypeError(f"{op}: {label} must be float32 or float64, got dtype {t.data.dtype} (shape {t.shape})")
+    if type(t.data) is not type(like.data):
+        raise DeviceError(f"{op}: {label} is on {t.device} but the input is on {like.device}")
+    return t
+
+
+def _class_weight(op: str, weight: Any, like: Tensor, num_classes: int) -> ConstArg | None:
+    if weight is None:
+        return None
+    w = _constant_like(op, "weight", weight, like)
+    if w.shape != (num_classes,):
+        raise ShapeError(f"{op}: weight has shape {w.shape} but the input {like.shape} has {num_classes} classes "
+                         f"(expected one weight per class, shape ({num_classes},))")
+    return ConstArg(w.data)
 
 
 def _check_classes(op: str, t: Any, num_classes: int, ignore_index: int) -> None:
@@ -109,18 +161,40 @@ def _target(ctx: Any, target: Any) -> Any:
     return ctx.attrs["target"].array if target is None else target
 
 
-def _class_state(ctx: Any, x: Any, t: Any) -> tuple[Any, Any, Any]:
-    """Per-row validity (ignore_index), the target with ignored rows at class 0, and 1/count or 1."""
-    ii = ctx.attrs.get("ignore_index", -100)
-    valid = t != ii
-    tc = t if bool(valid.all()) else xp_of(t).where(valid, t, 0)
-    validf = valid.astype(x.dtype)
-    if ctx.attrs.get("reduction", "mean") == "mean":
-        count = validf.sum()
-        scale = (1.0 / count) if count > 0 else float("nan")  # torch: mean over no rows is nan
+def _weight(ctx: Any, x: Any) -> Any:
+    """The op's class weights as an array of x's dtype, or None."""
+    w = ctx.attrs.get("weight")
+    if w is None:
+        return None
+    w = w.array
+    return w if w.dtype == x.dtype else w.astype(x.dtype)
+
+
+def _class_state(ctx: Any, x: Any, t: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """Per row (sample) of a class loss: the target with ignored rows at class 0, whether the row counts (its
+    target is not ignore_index; None when every row does), w[target] (None without class weights), the factor of
+    the summed loss in the output (1 / Σ w[target] over the rows that count for "mean", else 1) and that factor
+    per row (0 on ignored rows)."""
+    xp = xp_of(x)
+    dtype = x.dtype
+    valid = t != ctx.attrs.get("ignore_index", -100)
+    if bool(valid.all()):
+        valid, tc = None, t
     else:
-        scale = 1.0
-    return tc, validf, scale
+        tc = xp.where(valid, t, 0)
+    w = _weight(ctx, x)
+    wt = None if w is None else w[tc]
+    if ctx.attrs.get("reduction", "mean") != "mean":
+        return tc, valid, wt, 1.0, (xp.ones(t.shape, dtype=dtype) if valid is None else valid.astype(dtype))
+    if valid is None and wt is None:
+        scale = 1.0 / t.size if t.size else math.nan
+        return tc, valid, wt, scale, xp.full(t.shape, scale, dtype=dtype)
+    total = wt.sum() if valid is None else valid.sum(dtype=dtype) if wt is None else xp.where(valid, wt, 0).sum()
+    with np.errstate(divide="ignore"):
+        scale = xp.reciprocal(total.astype(dtype, copy=False))  # torch: a mean over no rows (no weight) is nan
+    coef = xp.full(t.shape, scale, dtype=dtype) if valid is None else \
+        xp.where(valid, scale, dtype.type(0)).astype(dtype, copy=False)
+    return tc, valid, wt, scale, coef
 
 
 def _onehot(tc: Any, num_classes: int, dtype: Any) -> Any:
@@ -129,11 +203,16 @@ def _onehot(tc: Any, num_classes: int, dtype: Any) -> Any:
     return (xp.arange(num_classes).reshape(shape) == tc[:, None]).astype(dtype)
 
 
-def _reduce_rows(loss: Any, validf: Any, scale: Any, reduction: str, dtype: Any) -> Any:
+def _reduce_rows(loss: Any, valid: Any, scale: Any, reduction: str, dtype: Any) -> Any:
+    xp = xp_of(loss)
+    if valid is not None:
+        loss = xp.where(valid, loss, dtype.type(0))
     if reduction == "none":
-        return (loss * validf).astype(dtype, copy=False)
-    total = (loss * validf).sum()
-    return xp_of(loss).asarray(total * scale, dtype=dtype)
+        return loss.astype(dtype, copy=False)
+    if scale.__class__ is float:
+        return xp.asarray(loss.sum() * scale, dtype=dtype)
+    with np.errstate(invalid="ignore"):  # 0 · inf: the mean over no rows
+        return xp.asarray(loss.sum() * scale, dtype=dtype)
 
 
 class SavedState:
@@ -154,10 +233,50 @@ def _grad_shape(g: Any, reduction: str) -> Any:
     return g.reshape((g.shape[0], 1) + tuple(g.shape[1:])) if reduction == "none" else g
 
 
+def _batched_grad_shape(g: Any, reduction: str, ndim: int) -> Any:
+    """A batch of dL (leading dim B) as a factor against [B, N, C, d...] (`ndim` = the input's rank)."""
+    if reduction == "none":
+        return g.reshape((g.shape[0], g.shape[1], 1) + tuple(g.shape[2:]))
+    return g.reshape((g.shape[0],) + (1,) * ndim)
+
+
+# -- cross_entropy: one fused op (class targets) -----------------------------------------------------------------
+def _ce_base(state: tuple, eps: float) -> Any:
+    """(A·softmax(Z) - a)·coef from the forward's state: the gradient of cross_entropy in its logits at dL = 1.
+
+    Per row i, a_c = (1 - ε)·w[t_i]·[c = t_i] + (ε/C)·w_c is the weight of -log p_c in the row's loss, A its sum,
+    coef the row's factor in the output (w = 1 without class weights, and then A = 1)."""
+    logp, tc, coef, ca, w, wt = state
+    xp = xp_of(logp)
+    num_classes = logp.shape[1]
+    probs = xp.exp(logp)
+    if w is None:
+        if logp.ndim == 2:
+            probs[xp.arange(logp.shape[0]), tc] -= 1.0 - eps
+        else:
+            probs -= _onehot(tc, num_classes, logp.dtype) * (1.0 - eps)
+        if eps:
+            probs -= eps / num_classes
+        probs *= coef
+        return probs
+    probs *= ca
+    hit = ((1.0 - eps) * wt)[:, None] * coef  # [N, 1, d...]
+    if logp.ndim == 2:
+        probs[xp.arange(logp.shape[0]), tc] -= hit[:, 0]
+    else:
+        probs -= _onehot(tc, num_classes, logp.dtype) * hit
+    if eps:
+        probs -= (w * (eps / num_classes)).reshape((1, num_classes) + (1,) * (logp.ndim - 2)) * coef
+    return probs
+
+
 class CrossEntropy(Op):
+    """Softmax cross-entropy against class indices, with class weights, ignore_index and label smoothing: one op
+    whose gradient is one pass over [N, C] (its gradient op `cross_entropy_grad` carries every higher order)."""
+
     name = "cross_entropy"
     kind = "loss"
-    rule = "dZ = (softmax(Z) - onehot(T)) · dL / N"
+    rule = "dZ = (A·softmax(Z) - a)·dL / Σw  (a: the smoothed one-hot target times the class weights, A = Σ a)"
     save_inputs = True
 
     @staticmethod
@@ -167,72 +286,95 @@ class CrossEntropy(Op):
         num_classes = z.shape[1]
         logp = z - z.max(axis=1, keepdims=True)
         logp -= xp.log(xp.exp(logp).sum(axis=1, keepdims=True))
-        tc, validf, scale = _class_state(ctx, z, t)
-        loss = -xp.take_along_axis(logp, tc[:, None], axis=1)[:, 0]
+        tc, valid, wt, scale, coef = _class_state(ctx, z, t)
+        w = _weight(ctx, z)
         eps = ctx.attrs.get("label_smoothing", 0.0)
-        if eps:
-            loss = (1.0 - eps) * loss - (eps / num_classes) * logp.sum(axis=1)
-        coef = (validf * scale).astype(z.dtype, copy=False)[:, None]  # per row: 1/N for valid rows, else 0
-        ctx.state = (logp, tc, coef)
-        return _reduce_rows(loss, validf, scale, ctx.attrs.get("reduction", "mean"), z.dtype)
+        loss = -xp.take_along_axis(logp, tc[:, None], axis=1)[:, 0]
+        if w is None:
+            if eps:
+                loss = (1.0 - eps) * loss - (eps / num_classes) * logp.sum(axis=1)
+        else:
+            loss *= wt
+            if eps:
+                wb = w.reshape((1, num_classes) + (1,) * (z.ndim - 2))
+                loss = (1.0 - eps) * loss - (eps / num_classes) * (logp * wb).sum(axis=1)
+            ca = coef * ((1.0 - eps) * wt + (eps / num_classes) * w.sum())  # coef · A per row
+        coef = coef[:, None]
+        ca = coef if w is None else ca[:, None]
+        ctx.state = (logp, tc, coef, ca, w, wt)
+        return _reduce_rows(loss, valid, scale, ctx.attrs.get("reduction", "mean"), z.dtype)
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        # One op computes (softmax(Z) - q)·coef·dL from the forward's log-probabilities (no raw array built
+        # One op computes (A·softmax(Z) - a)·coef·dL from the forward's log-probabilities (no raw array built
         # here, so a graph-cache replay recomputes it); its own backward makes every higher order exact.
         attrs = {"state": SavedState(ctx.state), "reduction": ctx.attrs.get("reduction", "mean"),
                  "label_smoothing": ctx.attrs.get("label_smoothing", 0.0)}
         grad = apply(CrossEntropyGrad, (g, ctx.saved_inputs[0]), attrs)
         return (grad,) if len(ctx.next) == 1 else (grad, None)
 
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        base = _ce_base(ctx.state, ctx.attrs.get("label_smoothing", 0.0))
+        out = base[None] * _batched_grad_shape(g, ctx.attrs.get("reduction", "mean"), base.ndim)
+        return (out,) if len(ctx.next) == 1 else (out, None)
+
 
 class CrossEntropyGrad(Op):
-    """The gradient of cross_entropy in its logits, (softmax(Z) - q)·coef·dL, with q the (smoothed) one-hot target
-    and coef the per-row 1/N (0 on ignored rows). Inputs (dL, Z); first order reads the forward's log-probabilities
-    from attrs["state"], so it costs one pass over [N, C] (exp, subtract at the targets, scale)."""
+    """The gradient of cross_entropy in its logits, (A·softmax(Z) - a)·coef·dL (a: the smoothed one-hot target
+    times the class weights, A = Σ_c a, coef the per-row factor: 1/Σw for mean, 0 on ignored rows). Inputs
+    (dL, Z); first order reads the forward's log-probabilities from attrs["state"], so it costs one pass over
+    [N, C] (exp, subtract at the targets, scale)."""
 
     name = "cross_entropy_grad"
     kind = "gradient"
     examples = (
         Example(lambda z: first_grad(lambda a: cross_entropy(a, _T3), z), ((3, 4),)),
         Example(lambda z: first_grad(lambda a: cross_entropy(a, _T3, "none", label_smoothing=0.2), z), ((3, 4),)),
+        Example(lambda z: first_grad(lambda a: cross_entropy(a, _T3I, label_smoothing=0.1, weight=_W4), z),
+                ((3, 4),)),
+        Example(lambda z: first_grad(lambda a: cross_entropy(a, _T3I, "none", weight=_W4), z), ((3, 4),)),
     )
-    rule = "d(dL) = Σ dZ̃ · (softmax(Z) - q)·coef, dZ = softmax'(Z)ᵀ (dZ̃ · coef · dL)"
+    rule = "d(dL) = Σ dZ̃ · (A·softmax(Z) - a)·coef, dZ = softmax'(Z)ᵀ (dZ̃ · A · coef · dL)"
     save_inputs = True
 
     @staticmethod
     def forward(ctx: Any, g: Any, z: Any) -> Any:
-        logp, tc, coef = ctx.attrs["state"].state
-        xp = xp_of(logp)
-        num_classes = logp.shape[1]
-        eps = ctx.attrs["label_smoothing"]
-        probs = xp.exp(logp)
-        if logp.ndim == 2:
-            probs[xp.arange(logp.shape[0]), tc] -= 1.0 - eps
-        else:
-            probs -= _onehot(tc, num_classes, logp.dtype) * (1.0 - eps)
-        if eps:
-            probs -= eps / num_classes
-        probs *= coef
+        probs = _ce_base(ctx.attrs["state"].state, ctx.attrs["label_smoothing"])
         probs *= _grad_shape(g, ctx.attrs["reduction"])
         return probs
 
     @staticmethod
     def backward(ctx: Any, h: Any) -> tuple:
         g, z = ctx.saved_inputs
-        coef = Tensor._wrap(ctx.attrs["state"].state[2])  # the forward's state: bound by the graph cache
+        ca = Tensor._wrap(ctx.attrs["state"].state[3])  # the forward's state: bound by the graph cache
         gz = gg = None
         if ctx.next[1] is not None:
-            # the softmax vector-Jacobian product of v = dZ̃ · coef · dL
+            # the softmax vector-Jacobian product of v = dZ̃ · A · coef · dL
             s = softmax(z, 1)
-            v = mul(mul(h, coef), _grad_shape(g, ctx.attrs["reduction"]))
+            v = mul(mul(h, ca), _grad_shape(g, ctx.attrs["reduction"]))
             gz = mul(s, sub(v, _sum(mul(v, s), 1, keepdim=True)))
         if ctx.next[0] is not None:
-            # linear in dL: the same op at dL = 1 is (softmax(Z) - q)·coef, differentiable in Z in turn
+            # linear in dL: the same op at dL = 1 is (A·softmax(Z) - a)·coef, differentiable in Z in turn
             ones = constant(xp_of(g.data).ones(g.shape, dtype=g.data.dtype))
             base = apply(CrossEntropyGrad, (ones, z), ctx.attrs)
             hb = mul(h, base)
             gg = _sum(hb) if g.ndim == 0 else _sum(hb, 1)
+        return gg, gz
+
+    @staticmethod
+    def batched(ctx: Any, h: Any) -> tuple:
+        g, _ = ctx.saved_inputs
+        state = ctx.attrs["state"].state
+        xp = xp_of(h)
+        gz = gg = None
+        if ctx.next[1] is not None:
+            s = xp.exp(state[0])
+            v = h * (state[3] * _grad_shape(g.data, ctx.attrs["reduction"]))
+            gz = s * (v - (v * s).sum(axis=2, keepdims=True))
+        if ctx.next[0] is not None:
+            hb = h * _ce_base(state, ctx.attrs["label_smoothing"])
+            gg = hb.reshape(h.shape[0], -1).sum(axis=1) if g.ndim == 0 else hb.sum(axis=2)
         return gg, gz
 
 
@@ -240,53 +382,70 @@ class NllLoss(Op):
     name = "nll_loss"
     kind = "loss"
     examples = (Example(lambda x: nll_loss(x, _T3), ((3, 4),)), Example(lambda x: nll_loss(x, _T3, "sum"), ((3, 5),)))
-    rule = "dX = -onehot(T) · dL / N"
+    rule = "dX = -onehot(T) · w[T] · dL / Σw"
 
     @staticmethod
     def forward(ctx: Any, x: Any, target: Any = None) -> Any:
         t = _target(ctx, target)
         xp = xp_of(x)
-        tc, validf, scale = _class_state(ctx, x, t)
+        tc, valid, wt, scale, coef = _class_state(ctx, x, t)
         loss = -xp.take_along_axis(x, tc[:, None], axis=1)[:, 0]
-        ctx.state = (tc, validf, scale, x.shape[1], x.dtype, t)
-        return _reduce_rows(loss, validf, scale, ctx.attrs.get("reduction", "mean"), x.dtype)
+        if wt is not None:
+            loss *= wt
+            coef = coef * wt
+        ctx.state = (tc, -coef[:, None], x.shape[1])  # dOut/dX[i, t_i] per row, with the class axis
+        return _reduce_rows(loss, valid, scale, ctx.attrs.get("reduction", "mean"), x.dtype)
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
         # One op builds -onehot(T)·coef·dL from the forward's state (a graph-cache replay recomputes it).
-        attrs = {"state": SavedState(ctx.state), "reduction": ctx.attrs.get("reduction", "mean"),
-                 "ignore_index": ctx.attrs.get("ignore_index", -100)}
-        grad = apply(NllLossGrad, (g,), attrs)
+        grad = apply(NllLossGrad, (g,), {**ctx.attrs, "state": SavedState(ctx.state)})
         return (grad,) if len(ctx.next) == 1 else (grad, None)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        tc, ncoef, num_classes = ctx.state
+        base = _onehot(tc, num_classes, ncoef.dtype) * ncoef
+        out = base[None] * _batched_grad_shape(g, ctx.attrs.get("reduction", "mean"), base.ndim)
+        return (out,) if len(ctx.next) == 1 else (out, None)
 
 
 class NllLossGrad(Op):
-    """The gradient of nll_loss, -onehot(T)·coef·dL (coef: 1/N on valid rows, 0 on ignored ones). It is linear in
-    dL and its adjoint is nll_loss itself (a gather at the targets, reduced the same way)."""
+    """The gradient of nll_loss, -onehot(T)·w[T]·coef·dL (coef: 1/Σw on counted rows for mean, 0 on ignored
+    ones). It is linear in dL and its adjoint is nll_loss itself (a gather at the targets, reduced the same
+    way)."""
 
     name = "nll_loss_grad"
     kind = "gradient"
     # linear in dL: the upstream gradient carries s, so checking the derivative in s checks this op's backward
-    examples = (Example(lambda x, s: first_grad(lambda a: mul(nll_loss(a, _T3, "none"), s), x), ((3, 4), (3,))),)
+    examples = (Example(lambda x, s: first_grad(lambda a: mul(nll_loss(a, _T3, "none"), s), x), ((3, 4), (3,))),
+                Example(lambda x, s: first_grad(lambda a: mul(nll_loss(a, _T3I, weight=_W4), s), x), ((3, 4), ())))
     rule = "d(dL) = nll_loss(dX̃, T)"
 
     @staticmethod
     def forward(ctx: Any, g: Any) -> Any:
-        tc, validf, scale, num_classes, dtype, _ = ctx.attrs["state"].state
-        coef = (validf * (-scale)).astype(dtype, copy=False)[:, None]
-        base = _onehot(tc, num_classes, dtype) * coef
+        tc, ncoef, num_classes = ctx.attrs["state"].state
+        base = _onehot(tc, num_classes, ncoef.dtype) * ncoef
         base *= _grad_shape(g, ctx.attrs["reduction"])
         return base
 
     @staticmethod
     def backward(ctx: Any, h: Any) -> tuple:
-        a = ctx.attrs
-        t = a["state"].state[5]
-        return (apply(NllLoss, (h,), {"reduction": a["reduction"], "ignore_index": a["ignore_index"],
-                                      "target": IndexArg(t)}),)
+        attrs = {k: v for k, v in ctx.attrs.items() if k != "state"}
+        return (apply(NllLoss, (h,), attrs),)
+
+    @staticmethod
+    def batched(ctx: Any, h: Any) -> tuple:
+        tc, ncoef, _ = ctx.attrs["state"].state
+        xp = xp_of(h)
+        picked = xp.take_along_axis(h, xp.broadcast_to(tc[None, :, None], (h.shape[0], *ncoef.shape)), axis=2)
+        rows = (picked * ncoef[None])[:, :, 0]
+        if ctx.attrs["reduction"] == "none":
+            return (rows,)
+        return (rows.reshape(h.shape[0], -1).sum(axis=1),)
 
 
-def _class_loss(op: type, name: str, x: Tensor, target: Any, reduction: str, ignore_index: int,
+def _class_loss(op: type, name: str, x: Tensor, target: Any, reduction: str, ignore_index: int, weight: Any,
                 extra: dict) -> Any:
     _check_float(name, "input", x)
     _check_reduction(name, reduction)
@@ -294,36 +453,88 @@ def _class_loss(op: type, name: str, x: Tensor, target: Any, reduction: str, ign
     _check_target_shape(name, x, t)
     _check_classes(name, t, x.shape[1], ignore_index)
     attrs = {"reduction": reduction, "ignore_index": int(ignore_index), **extra, "target": IndexArg(t)}
+    w = _class_weight(name, weight, x, x.shape[1])
+    if w is not None:
+        attrs["weight"] = w
     return apply(op, (x,), attrs)
 
 
+def _soft_cross_entropy(logits: Tensor, target: Tensor, reduction: str, label_smoothing: float,
+                        weight: Any) -> Any:
+    """cross_entropy against class probabilities of the logits' shape, composed of log_softmax, mul and sums."""
+    name = "cross_entropy"
+    _check_float(name, "input", logits)
+    _check_reduction(name, reduction)
+    if logits.ndim == 0:
+        raise ShapeError(f"{name}: input must have shape [C], [N, C] or [N, C, d1, ...], got {logits.shape}")
+    cdim = 1 if logits.ndim >= 2 else 0
+    num_classes = logits.shape[cdim]
+    logp = log_softmax(logits, cdim)
+    q = target
+    if label_smoothing:
+        q = add_scalar(mul_scalar(target, 1.0 - label_smoothing), label_smoothing / num_classes)
+    if weight is not None:
+        w = _constant_like(name, "weight", weight, logits)
+        if w.shape != (num_classes,):
+            raise ShapeError(f"{name}: weight has shape {w.shape} but the input {logits.shape} has {num_classes} "
+                             f"classes (expected one weight per class, shape ({num_classes},))")
+        q = mul(q, reshape(w, (num_classes,) + (1,) * (logits.ndim - cdim - 1)))
+    per_row = neg(_sum(mul(logp, q), cdim))
+    return _reduce(per_row, reduction)
+
+
+def _soft_reference(logits: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0,
+                    weight: Any = None) -> Any:
+    return cross_entropy(logits, target, reduction, label_smoothing=label_smoothing, weight=weight)
+
+
+@implements("cross_entropy_soft", call=_soft_reference)
 @implements(CrossEntropy)
 def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", ignore_index: int = -100,
-                  label_smoothing: float = 0.0) -> Any:
-    """Softmax cross-entropy of `logits` [N, C] (or [N, C, d1, ...]) against int64 class indices [N] ([N, d1, ...]).
+                  label_smoothing: float = 0.0, weight: Any = None) -> Any:
+    """Softmax cross-entropy of `logits` [N, C] (or [N, C, d1, ...]) against int64 class indices [N]
+    ([N, d1, ...]), or against class probabilities: a float target of the logits' shape (differentiated).
 
-    `reduction` 'mean' averages over rows whose target is not `ignore_index`; `label_smoothing` mixes the
-    one-hot target with the uniform distribution, as PyTorch does.
+    `weight` (C floats: a Tensor, array or list; a constant) weighs each class; with class indices, 'mean'
+    divides by the summed weights of the rows whose target is not `ignore_index` (those rows count 0).
+    `label_smoothing` mixes the target with the uniform distribution. As PyTorch's F.cross_entropy.
 
     >>> from rtxviz import Tensor
     >>> round(cross_entropy(Tensor.zeros([1, 4]), Tensor([2])).item(), 4)  # log 4
     1.3863
+    >>> round(cross_entropy(Tensor.zeros([2, 4]), Tensor([2, 0]), weight=[1.0, 1.0, 3.0, 1.0]).item(), 4)
+    1.3863
+    >>> round(cross_entropy(Tensor.zeros([1, 2]), Tensor.from_slice([0.25, 0.75], [1, 2])).item(), 4)  # log 2
+    0.6931
     """
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0 and 1, got {label_smoothing}")
+    if isinstance(target, Tensor) and is_float(target.data.dtype) and isinstance(logits, Tensor) \
+            and target.shape == logits.shape:
+        if ignore_index >= 0:
+            raise ValueError(f"cross_entropy: ignore_index ({ignore_index}) is not supported for class-probability "
+                             "(float) targets")
+        return _soft_cross_entropy(logits, target, reduction, float(label_smoothing), weight)
     extra = {"label_smoothing": float(label_smoothing)} if label_smoothing else {}
-    return _class_loss(CrossEntropy, "cross_entropy", logits, target, reduction, ignore_index, extra)
+    return _class_loss(CrossEntropy, "cross_entropy", logits, target, reduction, ignore_index, weight, extra)
 
 
-@implements(NllLoss, reference=None)
-def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean", ignore_index: int = -100) -> Any:
-    """Negative log-likelihood of log-probabilities [N, C] (e.g. from log_softmax) at int64 targets [N].
+@implements(NllLoss)
+def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean", ignore_index: int = -100,
+             weight: Any = None) -> Any:
+    """Negative log-likelihood of log-probabilities [N, C] (or [N, C, d1, ...], e.g. from log_softmax) at int64
+    targets [N] ([N, d1, ...]): -w[t]·input[i, t] per row, as PyTorch's F.nll_loss.
+
+    `weight` (C floats, a constant) weighs each class; 'mean' divides by the summed weights of the rows whose
+    target is not `ignore_index`.
 
     >>> from rtxviz import Tensor
     >>> nll_loss(Tensor.from_slice([-1.0, -2.0], [1, 2]), Tensor([1])).item()
     2.0
+    >>> nll_loss(Tensor.from_slice([-1.0, -2.0, -4.0, -3.0], [2, 2]), Tensor([1, 0]), "sum", weight=[0.5, 2.0]).item()
+    6.0
     """
-    return _class_loss(NllLoss, "nll_loss", log_probs, target, reduction, ignore_index, {})
+    return _class_loss(NllLoss, "nll_loss", log_probs, target, reduction, ignore_index, weight, {})
 
 
 # -- regression losses --------------------------------------------------------------------------------------------
