@@ -1,8 +1,9 @@
-"""Losses, with PyTorch's semantics and reductions ("mean", "sum", "none").
+"""Losses, with PyTorch's semantics and reductions ("mean", "sum", "none"; kl_div also "batchmean").
 
-Single ops with their own rules: cross_entropy (class targets), nll_loss and mse_loss. Composed of other ops, so
-every derivative comes from those: cross_entropy with class-probability targets (reference name
-cross_entropy_soft), l1_loss and binary_cross_entropy_with_logits.
+Single ops with their own rules: cross_entropy (class targets), nll_loss, mse_loss, binary_cross_entropy,
+smooth_l1_loss, huber_loss and kl_div. Composed of other ops, so every derivative comes from those:
+cross_entropy with class-probability targets (reference name cross_entropy_soft), l1_loss and
+binary_cross_entropy_with_logits.
 
 Class targets are int64 index tensors. They ride in the op's attrs (as an `IndexArg`) rather than as a
 second input, because every tensor input of an op shares one dtype; the forward also accepts them as a
@@ -24,14 +25,14 @@ from ..graph import Op, apply
 from ..tensor import Tensor, as_tensor_like
 from ._base import Example, constant, first_grad, implements
 from .arithmetic import add as _add
-from .arithmetic import add_scalar, mul, mul_scalar, neg, rsub_scalar, sub
-from .broadcast import sum_to
+from .arithmetic import add_scalar, div, mask_mul, mul, mul_scalar, neg, rsub_scalar, sub
+from .broadcast import batched_sum_to, expand, sum_to
 from .nn_norm import log_softmax, softmax
 from .reduction import mean
 from .reduction import sum as _sum
 from .shape import reshape
 from .unary import abs as _abs
-from .unary import softplus
+from .unary import clamp, exp, log, softplus
 
 _REDUCTIONS = ("mean", "sum", "none")
 _T3 = Tensor(np.array([2, 0, 3]))  # class targets of the examples below
@@ -538,9 +539,9 @@ def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean", ignore_ind
 
 
 # -- regression losses --------------------------------------------------------------------------------------------
-def _broadcast_check(op: str, a: Tensor, b: Tensor) -> None:
+def _broadcast_check(op: str, a: Tensor, b: Tensor) -> tuple[int, ...]:
     try:
-        np.broadcast_shapes(a.shape, b.shape)
+        return tuple(np.broadcast_shapes(a.shape, b.shape))
     except ValueError:
         raise ShapeError(f"{op}: input shape {a.shape} and target shape {b.shape} do not broadcast") from None
 
@@ -608,24 +609,314 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:  # n
     return _reduce(_abs(sub(input, target)), reduction)
 
 
+# -- pointwise losses of an input and a target ------------------------------------------------------------------
+def _factor(reduction: str, x_shape: tuple[int, ...], t_shape: tuple[int, ...]) -> float:
+    """The factor of each element's loss in the output: 1/numel for mean, 1/N for batchmean, else 1."""
+    if reduction == "mean":
+        n = math.prod(np.broadcast_shapes(x_shape, t_shape))
+        return 1.0 / n if n else math.nan
+    if reduction == "batchmean" and x_shape:
+        return 1.0 / x_shape[0] if x_shape[0] else math.nan
+    return 1.0
+
+
+def _to_shape(r: Any, full: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+    """A gradient term of the broadcast shape `full` (or smaller, broadcasting to it) summed to an input's shape."""
+    if r.shape == shape:
+        return r
+    if r.shape != full:
+        r = expand(r, full)
+    return sum_to(r, shape)
+
+
+class _PointwiseLoss(Op):
+    """A loss f(X, T) computed element by element on an input and a target that broadcast, then reduced (mean,
+    sum or none; kl_div's batchmean). A subclass declares
+
+    - ``pointwise(attrs, x, t)``: the per-element loss on raw arrays, and
+    - ``partials(attrs, x, t, need_x, need_t) -> (∂f/∂X, ∂f/∂T)``: in engine ops on the saved Tensors (None for
+      one not needed), so that backward records a graph and every higher order is exact;
+
+    this base class builds forward (the reduction), backward (the partials times dL and the reduction's factor,
+    summed back to each input's shape) and the batch rule (the partials computed once for every row)."""
+
+    kind = "loss"
+    save_inputs = True
+
+    @staticmethod
+    def pointwise(attrs: dict, x: Any, t: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @staticmethod
+    def partials(attrs: dict, x: Tensor, t: Tensor, need_x: bool, need_t: bool) -> tuple:  # pragma: no cover
+        raise NotImplementedError
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Any, t: Any) -> Any:
+        loss = cls.pointwise(ctx.attrs, x, t)
+        red = ctx.attrs["reduction"]
+        if red == "none":
+            return loss
+        k = _factor(red, x.shape, t.shape)
+        total = loss.sum()
+        return xp_of(loss).asarray(total if k == 1.0 else total * k, dtype=loss.dtype)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Any) -> tuple:
+        x, t = ctx.saved_inputs
+        need_x, need_t = ctx.next[0] is not None, ctx.next[1] is not None
+        dx, dt = cls.partials(ctx.attrs, x, t, need_x, need_t)
+        k = _factor(ctx.attrs["reduction"], x.shape, t.shape)
+        gk = g if k == 1.0 else mul_scalar(g, k)
+        full = tuple(np.broadcast_shapes(x.shape, t.shape))
+        gx = _to_shape(mul(gk, dx), full, x.shape) if need_x else None
+        gt = _to_shape(mul(gk, dt), full, t.shape) if need_t else None
+        return gx, gt
+
+    @classmethod
+    def batched(cls, ctx: Any, g: Any) -> tuple:
+        x, t = ctx.saved_inputs
+        need_x, need_t = ctx.next[0] is not None, ctx.next[1] is not None
+        dx, dt = cls.partials(ctx.attrs, x, t, need_x, need_t)  # grad mode is off: values only
+        red = ctx.attrs["reduction"]
+        k = _factor(red, x.shape, t.shape)
+        full = (g.shape[0], *np.broadcast_shapes(x.shape, t.shape))
+        gk = g if k == 1.0 else g * k
+        if red != "none":
+            gk = gk.reshape((g.shape[0],) + (1,) * (len(full) - 1))
+        xp = xp_of(g)
+
+        def term(d: Any, shape: tuple[int, ...]) -> Any:
+            return batched_sum_to(xp.broadcast_to(gk * d.data, full), shape)
+
+        return (term(dx, x.shape) if need_x else None, term(dt, t.shape) if need_t else None)
+
+
+def _pointwise_loss(op: type, name: str, input: Tensor, target: Tensor, reduction: str,  # noqa: A002
+                    attrs: dict, same_shape: bool = False,
+                    reductions: tuple[str, ...] = _REDUCTIONS) -> Any:
+    _check_float(name, "input", input)
+    _check_float(name, "target", target)
+    _check_reduction(name, reduction, reductions)
+    if same_shape and input.shape != target.shape:
+        raise ShapeError(f"{name}: target has shape {target.shape} but input has shape {input.shape} (they must "
+                         "be the same)")
+    _broadcast_check(name, input, target)
+    return apply(op, (input, target), {"reduction": reduction, **attrs})
+
+
+class BinaryCrossEntropy(_PointwiseLoss):
+    """-(T·log X + (1 - T)·log(1 - X)) on probabilities X, each log clamped below at -100 as PyTorch does."""
+
+    name = "binary_cross_entropy"
+    rule = "dX = dL · (X - T) / (X·(1 - X)), dT = dL · log((1 - X) / X)"
+
+    @staticmethod
+    def pointwise(attrs: dict, x: Any, t: Any) -> Any:
+        xp = xp_of(x)
+        with np.errstate(divide="ignore"):
+            log_x = xp.maximum(xp.log(x), -100.0)
+            log_1mx = xp.maximum(xp.log1p(-x), -100.0)
+        return (t - 1.0) * log_1mx - t * log_x
+
+    @staticmethod
+    def partials(attrs: dict, x: Tensor, t: Tensor, need_x: bool, need_t: bool) -> tuple:
+        one_minus = rsub_scalar(x, 1.0)
+        # PyTorch's dX divides by max(X·(1 - X), 1e-12); dT is -logit(X)
+        dx = div(sub(x, t), clamp(mul(x, one_minus), min=1e-12)) if need_x else None
+        dt = sub(log(one_minus), log(x)) if need_t else None
+        return dx, dt
+
+
+def _check_probabilities(op: str, x: Tensor) -> None:
+    data = x.data
+    bad = ~((data >= 0) & (data <= 1))
+    if bool(bad.any()):
+        xp = xp_of(data)
+        pos = int(xp.argmax(bad.reshape(-1)))
+        where = tuple(int(i) for i in xp.unravel_index(pos, data.shape))
+        raise ValueError(f"{op}: every element of the input must lie in [0, 1] (probabilities; for logits use "
+                         f"binary_cross_entropy_with_logits), got {float(data.reshape(-1)[pos])} at {where}")
+
+
+@implements(BinaryCrossEntropy)
+def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A002 - PyTorch's name
+                         weight: Any = None) -> Any:
+    """Binary cross-entropy of probabilities `input` (in [0, 1]) against `target` of the same shape (both
+    differentiated): -(t·log x + (1 - t)·log(1 - x)), each log clamped at -100 as PyTorch's
+    F.binary_cross_entropy. `weight` (broadcasting to the input, a constant) rescales each element's loss.
+
+    >>> from rtxviz import Tensor
+    >>> round(binary_cross_entropy(Tensor.from_slice([0.5, 0.5], [2]), Tensor.ones([2])).item(), 4)  # log 2
+    0.6931
+    """
+    op = "binary_cross_entropy"
+    _check_float(op, "input", input)
+    _check_probabilities(op, input)
+    if weight is None:
+        return _pointwise_loss(BinaryCrossEntropy, op, input, target, reduction, {}, same_shape=True)
+    _check_reduction(op, reduction)
+    loss = _pointwise_loss(BinaryCrossEntropy, op, input, target, "none", {}, same_shape=True)
+    return _reduce(mul(loss, _constant_like(op, "weight", weight, input)), reduction)
+
+
+def _bce_with_logits_reference(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A002
+                               pos_weight: Any = None) -> Any:
+    return binary_cross_entropy_with_logits(input, target, reduction, pos_weight)
+
+
+@implements("binary_cross_entropy_with_logits", call=_bce_with_logits_reference)
 def binary_cross_entropy_with_logits(logits: Tensor, target: Tensor, reduction: str = "mean",
-                                     pos_weight: Tensor | None = None) -> Any:
+                                     pos_weight: Any = None, weight: Any = None) -> Any:
     """Sigmoid + binary cross-entropy in one stable expression: softplus(z) - z·y, or with `pos_weight` p,
-    (1 - y)·z + (1 + (p - 1)·y)·softplus(-z). Composed of elementwise ops (softplus never overflows).
+    (1 - y)·z + (1 + (p - 1)·y)·softplus(-z). Composed of elementwise ops (softplus never overflows); both
+    arguments are differentiated. `pos_weight` (a constant: one weight per element of the last dim, broadcast)
+    weighs the positive term and `weight` (broadcasting, a constant) each element, as PyTorch's
+    F.binary_cross_entropy_with_logits.
 
     >>> from rtxviz import Tensor
     >>> round(binary_cross_entropy_with_logits(Tensor.zeros([2]), Tensor.ones([2])).item(), 4)  # log 2
     0.6931
+    >>> round(binary_cross_entropy_with_logits(Tensor.zeros([2]), Tensor.ones([2]), pos_weight=[2.0]).item(), 4)
+    1.3863
     """
     op = "binary_cross_entropy_with_logits"
     _check_float(op, "input", logits)
     _check_float(op, "target", target)
     _check_reduction(op, reduction)
-    _broadcast_check(op, logits, target)
+    shape = _broadcast_check(op, logits, target)
     if pos_weight is None:
         loss = sub(softplus(logits), mul(logits, target))
     else:
-        _check_float(op, "pos_weight", pos_weight)
-        weight = _add(mul(sub(pos_weight, 1.0), target), 1.0)
-        loss = _add(mul(rsub_scalar(target, 1.0), logits), mul(weight, softplus(neg(logits))))
+        pw = _constant_like(op, "pos_weight", pos_weight, logits)
+        try:
+            np.broadcast_shapes(pw.shape, shape)
+        except ValueError:
+            raise ShapeError(f"{op}: pos_weight has shape {pw.shape}, which does not broadcast with the input "
+                             f"{shape} (one weight per element of the last dim: shape ({shape[-1] if shape else 1},))"
+                             ) from None
+        factor = add_scalar(mul(sub(pw, 1.0), target), 1.0)
+        loss = _add(mul(rsub_scalar(target, 1.0), logits), mul(factor, softplus(neg(logits))))
+    if weight is not None:
+        loss = mul(loss, _constant_like(op, "weight", weight, logits))
     return _reduce(loss, reduction)
+
+
+class SmoothL1Loss(_PointwiseLoss):
+    """0.5·D²/β where |D| < β, else |D| - 0.5·β (D = X - T)."""
+
+    name = "smooth_l1_loss"
+    rule = "dX = dL · clamp(D / β, -1, 1), dT = -dX  (D = X - T)"
+
+    @staticmethod
+    def pointwise(attrs: dict, x: Any, t: Any) -> Any:
+        beta = attrs["beta"]
+        d = x - t
+        ad = xp_of(d).abs(d)
+        return xp_of(d).where(ad < beta, (0.5 / beta) * d * d, ad - 0.5 * beta)
+
+    @staticmethod
+    def partials(attrs: dict, x: Tensor, t: Tensor, need_x: bool, need_t: bool) -> tuple:
+        c = clamp(mul_scalar(sub(x, t), 1.0 / attrs["beta"]), -1.0, 1.0)
+        return (c if need_x else None), (neg(c) if need_t else None)
+
+
+@implements(SmoothL1Loss)
+def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A002 - PyTorch's name
+                   beta: float = 1.0) -> Any:
+    """Smooth L1 loss: 0.5·d²/β where |d| < β, else |d| - 0.5·β (d = input - target; both differentiated);
+    β = 0 is the L1 loss, as PyTorch's F.smooth_l1_loss.
+
+    >>> from rtxviz import Tensor
+    >>> smooth_l1_loss(Tensor.from_slice([0.5, 3.0], [2]), Tensor.zeros([2]), "none").tolist()
+    [0.125, 2.5]
+    """
+    beta = float(beta)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    if beta == 0.0:
+        return l1_loss(input, target, reduction)
+    return _pointwise_loss(SmoothL1Loss, "smooth_l1_loss", input, target, reduction, {"beta": beta})
+
+
+class HuberLoss(_PointwiseLoss):
+    """0.5·D² where |D| < δ, else δ·(|D| - 0.5·δ) (D = X - T)."""
+
+    name = "huber_loss"
+    rule = "dX = dL · clamp(D, -δ, δ), dT = -dX  (D = X - T)"
+
+    @staticmethod
+    def pointwise(attrs: dict, x: Any, t: Any) -> Any:
+        delta = attrs["delta"]
+        d = x - t
+        ad = xp_of(d).abs(d)
+        return xp_of(d).where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta))
+
+    @staticmethod
+    def partials(attrs: dict, x: Tensor, t: Tensor, need_x: bool, need_t: bool) -> tuple:
+        delta = attrs["delta"]
+        c = clamp(sub(x, t), -delta, delta)
+        return (c if need_x else None), (neg(c) if need_t else None)
+
+
+@implements(HuberLoss)
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",  # noqa: A002 - PyTorch's name
+               delta: float = 1.0) -> Any:
+    """Huber loss: 0.5·d² where |d| < δ, else δ·(|d| - 0.5·δ) (d = input - target; both differentiated), as
+    PyTorch's F.huber_loss.
+
+    >>> from rtxviz import Tensor
+    >>> huber_loss(Tensor.from_slice([0.5, 3.0], [2]), Tensor.zeros([2]), "none", delta=2.0).tolist()
+    [0.125, 4.0]
+    """
+    delta = float(delta)
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+    return _pointwise_loss(HuberLoss, "huber_loss", input, target, reduction, {"delta": delta})
+
+
+class KlDiv(_PointwiseLoss):
+    """T·(log T - X) (0 where T = 0), or e^T·(T - X) with log_target: X holds log-probabilities."""
+
+    name = "kl_div"
+    rule = "dX = -dL · T, dT = dL · (log T + 1 - X)  (log_target: dX = -dL · e^T, dT = dL · e^T · (T - X + 1))"
+
+    @staticmethod
+    def pointwise(attrs: dict, x: Any, t: Any) -> Any:
+        xp = xp_of(x)
+        if attrs["log_target"]:
+            return xp.exp(t) * (t - x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xlogx = xp.where(t == 0, t.dtype.type(0), t * xp.log(t))  # xlogy(t, t): 0 at t = 0, nan below
+        return xlogx - t * x
+
+    @staticmethod
+    def partials(attrs: dict, x: Tensor, t: Tensor, need_x: bool, need_t: bool) -> tuple:
+        if attrs["log_target"]:
+            e = exp(t)
+            return (neg(e) if need_x else None), (mul(e, add_scalar(sub(t, x), 1.0)) if need_t else None)
+        dx = neg(t) if need_x else None
+        dt = None
+        if need_t:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # 0 where T = 0, as PyTorch (a selection: log 0 = -inf there does not leak)
+                dt = mask_mul(sub(add_scalar(log(t), 1.0), x), (t,), "sel_nonzero")
+        return dx, dt
+
+
+@implements(KlDiv)
+def kl_div(input: Tensor, target: Tensor, reduction: str = "mean", log_target: bool = False) -> Any:  # noqa: A002
+    """Kullback-Leibler divergence of log-probabilities `input` from `target` (probabilities, or
+    log-probabilities with `log_target`), pointwise target·(log target - input), as PyTorch's F.kl_div; both
+    arguments are differentiated. reduction "batchmean" (the mathematical KL divergence of each row's
+    distribution) divides the sum by input.shape[0]; "mean" divides by the number of elements.
+
+    >>> import math
+    >>> from rtxviz import Tensor
+    >>> p = Tensor.from_slice([0.5, 0.5], [1, 2], dtype="float64")
+    >>> q = Tensor.from_slice([math.log(0.25), math.log(0.75)], [1, 2], dtype="float64")
+    >>> round(kl_div(q, p, "batchmean").item(), 4)  # 0.5·log 2 + 0.5·log(2/3)
+    0.1438
+    """
+    return _pointwise_loss(KlDiv, "kl_div", input, target, reduction, {"log_target": bool(log_target)},
+                           reductions=("batchmean", "sum", "mean", "none"))
