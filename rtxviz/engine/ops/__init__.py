@@ -8,6 +8,7 @@ from . import (  # noqa: F401 - registers the ops and attaches the methods
     arithmetic,
     broadcast,
     convert,
+    distance,
     index,
     linalg,
     nn,
