@@ -210,10 +210,12 @@ class LeafGradEvent(_Event):
 
 @_strict
 class AnomalyEvent(_Event):
-    """NaN/Inf produced. `origin` is true when the inputs were all finite (this op made the first bad value)."""
+    """NaN/Inf produced, or (`reason` "error") a backward that raised at this node, e.g. because a tensor it saved
+    was modified in place. `origin` is true when the inputs were all finite (this op made the first bad value)."""
 
     kind: Literal["anomaly"]
     phase: Literal["forward", "backward"]
+    reason: NotRequired[Literal["nonfinite", "error"]]
     op: Name
     node: NotRequired[int | None]
     nan: NotRequired[int]

@@ -40,9 +40,11 @@ ALLOWED: dict[str, set[str]] = {
 #: The engine's own floors, bottom up: a module may import its own floor or lower ones, never a higher one.
 ENGINE_FLOORS: list[set[str]] = [
     {"errors", "dtypes"},
-    {"device", "random", "grad_mode", "hooks"},
+    {"device", "random", "grad_mode", "hooks", "sites"},
     {"tensor"},
-    {"backward", "memory"},
+    {"memory"},
+    {"versions"},
+    {"backward"},
     {"variable"},
     {"graph"},
     {"ops"},

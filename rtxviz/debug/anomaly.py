@@ -19,48 +19,14 @@ log forward
 
 from __future__ import annotations
 
-import linecache
-import os
-import sys
 import weakref
-from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 from ..engine import hooks as _hooks
 from ..engine.errors import RtxvizError
 from ..engine.graph import TapeNode
+from ..engine.sites import Site, user_site
 from ..summary import count_nonfinite, describe
-
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-@dataclass(frozen=True)
-class Site:
-    """Where a node was created in user code."""
-
-    filename: str
-    lineno: int
-    function: str
-
-    @property
-    def line(self) -> str:
-        return linecache.getline(self.filename, self.lineno).strip()
-
-    def __str__(self) -> str:
-        text = f'File "{self.filename}", line {self.lineno}, in {self.function}'
-        code = self.line
-        return text + (f"\n    {code}" if code else "")
-
-
-def user_site(skip: int = 1) -> Site | None:
-    """The innermost frame outside the rtxviz package (cheap: walks frames, reads no source)."""
-    f: FrameType | None = sys._getframe(skip)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
-        f = f.f_back
-    if f is None:
-        return None
-    return Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
 
 
 class AnomalyError(RtxvizError, FloatingPointError):
@@ -105,6 +71,8 @@ class AnomalyHook(_hooks.EngineHook):
         if node is not None:
             site = user_site(2)
             self.sites[node] = site
+            if site is not None:
+                node.site = site.short  # the engine's own errors (an in-place write, say) name it too
         if not self.check_forward or self.tripped:
             return
         nan, inf = count_nonfinite(output.data)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import hooks as _hooks
+from . import versions as _versions
 from .device import device_of
 from .errors import GraphError
 from .grad_mode import STATE
@@ -215,6 +216,7 @@ def run_backward(
             h.backward_begin(list(outputs), create_graph)
     prev_mode = STATE.enabled
     STATE.enabled = create_graph
+    node: Any = None
     try:
         for node in order:
             key = id(node)
@@ -228,6 +230,8 @@ def run_backward(
                 results[wanted_nodes[key]] = g
             if inputs is not None and key not in must_run:
                 continue
+            if node.id < _versions.LAST_STAMP:  # something was written in place since this node was recorded
+                _versions.check(node)
             if node.freed:
                 raise GraphError(
                     f"backward: trying to go through the graph a second time at node #{node.id} "
@@ -255,6 +259,12 @@ def run_backward(
                         leaf_grads[id(e)] = [e, gi]
                     else:
                         entry[1] = _accumulate(entry[1], gi, create_graph)
+    except Exception as exc:
+        if hooks:  # the pass ends here: watchers hear why (the page marks the node) and that it ended
+            _hooks.emit("backward_error", node=node, error=type(exc).__name__, message=str(exc))
+            for h in hooks:
+                h.backward_end()
+        raise
     finally:
         STATE.enabled = prev_mode
 

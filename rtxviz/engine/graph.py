@@ -8,7 +8,6 @@ unless `retain_graph=True`.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,9 +21,9 @@ from .errors import DeviceError, DTypeError, GraphError, RtxvizError, ShapeError
 from .grad_mode import STATE, no_grad
 from .tensor import Tensor, as_tensor_like
 from .variable import Variable
+from .versions import node_ids as _node_ids
 
 _NO_ATTRS: dict = {}
-_node_ids = itertools.count(1)
 
 
 #: What sort of op an op is (`Op.kind`), and what that lets the engine and its watchers assume.
@@ -128,7 +127,7 @@ class TapeNode:
     """
 
     __slots__ = ("op", "next", "inputs", "out_data", "attrs", "state", "module_path", "freed", "id",
-                 "mem", "pre_hooks", "tag", "out_shape", "out_dtype", "__weakref__")
+                 "mem", "pre_hooks", "site", "out_shape", "out_dtype", "__weakref__")
     #: An edge is a node or a leaf Variable: the backward walk tells them apart by this flag.
     _is_var = False
     op: Any
@@ -142,7 +141,7 @@ class TapeNode:
     id: int
     mem: tuple | None
     pre_hooks: list | None
-    tag: Any
+    site: str | None  # where in the user's code it was created, when recorded (detect_anomaly does)
     out_shape: tuple[int, ...] | None
     out_dtype: Any
 
@@ -341,7 +340,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
             node.freed = False
             node.id = next(_node_ids)
             node.pre_hooks = None
-            node.tag = None
+            node.site = None
             result._node = node
             result.requires_grad = True
         else:
@@ -604,7 +603,7 @@ def _recorded_node(op: Any, edges: tuple, data: Any) -> TapeNode:
     node.freed = False
     node.id = next(_node_ids)
     node.pre_hooks = None
-    node.tag = None
+    node.site = None
     return node
 
 

@@ -292,8 +292,20 @@ class Tensor:
         def __gt__(self: Tensor, other: Any) -> Tensor:
             """self > other, elementwise (bool, no gradient)."""
 
+        def __iadd__(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
+            """x += alpha · other, in place."""
+
+        def __imul__(x: Tensor, other: Any) -> Tensor:
+            """x *= other, in place."""
+
+        def __isub__(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
+            """x -= alpha · other, in place."""
+
         def __iter__(x: Any) -> Any:
             ...
+
+        def __itruediv__(x: Tensor, other: Any) -> Tensor:
+            """x /= other, in place."""
 
         def __le__(self: Tensor, other: Any) -> Tensor:
             """self <= other, elementwise (bool, no gradient)."""
@@ -337,17 +349,27 @@ class Tensor:
         def __rtruediv__(self: Tensor, other: Any) -> Any:
             """other / self (a Python number: other · reciprocal(self))."""
 
+        def __setitem__(x: Tensor, key: Any, value: Any) -> None:
+            """``x[key] = value``: numpy/PyTorch basic and advanced indexing, value broadcast into the picked region."""
+
         def __sub__(a: Any, b: Any) -> Any:
             """a - b with broadcasting."""
 
         def __truediv__(a: Any, b: Any) -> Any:
             """a / b with broadcasting."""
 
+        @property
+        def _version(x: Tensor) -> int:
+            """How many times this tensor's buffer was modified in place (PyTorch's ``x._version``)."""
+
         def abs(x: Any) -> Any:
             ...
 
         def add(a: Any, b: Any) -> Any:
             """a + b with broadcasting (a Python number b records `add_scalar`)."""
+
+        def add_(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
+            """x += alpha · other, in place."""
 
         def add_scalar(x: Tensor, value: builtins.float) -> Any:
             """x + value, for a Python number."""
@@ -383,12 +405,21 @@ class Tensor:
         def clamp(x: Any, min: builtins.float | None = None, max: builtins.float | None = None) -> Any:
             ...
 
+        def clamp_(x: Tensor, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:
+            """x clamped into [min, max], in place."""
+
         def clip(x: Any, min: builtins.float | None = None, max: builtins.float | None = None) -> Any:
             ...
+
+        def clip_(x: Tensor, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:
+            """x clamped into [min, max], in place."""
 
         def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Pair = 1,
                    padding: int | Pair = 0, dilation: int | Pair = 1, groups: int = 1) -> Any:
             """2-D cross-correlation of x [N, C, H, W] with weight [O, C/groups, kh, kw], plus bias [O]."""
+
+        def copy_(x: Tensor, src: Any) -> Tensor:
+            """x's values replaced by `src` (broadcast to x's shape, cast to x's dtype and device), in place."""
 
         def cos(x: Any) -> Any:
             ...
@@ -401,6 +432,9 @@ class Tensor:
 
         def div(a: Any, b: Any) -> Any:
             """a / b with broadcasting."""
+
+        def div_(x: Tensor, other: Any) -> Tensor:
+            """x /= other, in place."""
 
         def divide(a: Any, b: Any) -> Any:
             """a / b with broadcasting."""
@@ -422,6 +456,9 @@ class Tensor:
 
         def expm1(x: Any) -> Any:
             """exp(x) - 1, accurate for small x (torch.expm1)."""
+
+        def fill_(x: Tensor, value: builtins.float) -> Tensor:
+            """Every element set to `value`, in place."""
 
         def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
             """Merge dims `start_dim..end_dim` into one (a `reshape`); a 0-d tensor becomes shape (1,)."""
@@ -473,6 +510,9 @@ class Tensor:
         def masked_fill(x: Any, mask: Any, value: Any) -> Any:
             """x with `value` written where `mask` (a bool tensor broadcastable to x) is True."""
 
+        def masked_fill_(x: Tensor, mask: Any, value: Any) -> Tensor:
+            """x with `value` written where `mask` is True, in place."""
+
         def matmul(a: Any, b: Any) -> Any:
             """Matrix product with numpy's rules (1-D operands promoted, batch dims broadcast)."""
 
@@ -497,6 +537,9 @@ class Tensor:
 
         def mul(a: Any, b: Any) -> Any:
             """a * b with broadcasting."""
+
+        def mul_(x: Tensor, other: Any) -> Tensor:
+            """x *= other, in place."""
 
         def mul_scalar(x: Tensor, value: builtins.float) -> Any:
             """x * value, for a Python number."""
@@ -580,6 +623,9 @@ class Tensor:
         def sub(a: Any, b: Any) -> Any:
             """a - b with broadcasting."""
 
+        def sub_(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
+            """x -= alpha · other, in place."""
+
         def subtract(a: Any, b: Any) -> Any:
             """a - b with broadcasting."""
 
@@ -616,6 +662,9 @@ class Tensor:
 
         def xlogy(a: Any, b: Any) -> Any:
             """a · log(b) elementwise, with broadcasting, and 0 where a is 0 (torch.xlogy)."""
+
+        def zero_(x: Tensor) -> Tensor:
+            """Every element set to 0, in place."""
     # -- end of op methods --
 
 

@@ -112,6 +112,7 @@ class EventHook(EngineHook):
         # ids of nodes whose outputs were checked and hold no NaN/Inf, this step (see Op.keeps_finite)
         self._finite: set[int] = set()
         self._in_backward = 0
+        self._anomalous: set[int] = set()  # id(node) of the nodes reported anomalous in backward, this step
         self.optimizer = OptimizerReporter(self)  # the optimizer_step events
 
     # -- leaves and references ------------------------------------------------------------------------------
@@ -277,6 +278,7 @@ class EventHook(EngineHook):
                    "output": out_stats, "inputs": ins})
         if bad_in and self.check_anomalies and self._anomalies < self.anomalies_per_step:
             self._anomalies += 1
+            self._anomalous.add(id(node))
             origin = not (out_stats["nan"] or out_stats["inf"])
             name = node.op.name
             self.sink({
@@ -301,6 +303,16 @@ class EventHook(EngineHook):
         self._grad_cache.clear()
         self.sink({"v": 1, "kind": "backward_end", "t": _now(), "step": self.step})
 
+    def _backward_error(self, node: Any, error: str, message: str) -> None:
+        """A backward that raised at `node` (a saved tensor modified in place, a NaN under detect_anomaly): an
+        `anomaly` event with reason "error", so the page marks the node and lists the message."""
+        if node is None or id(node) in self._anomalous:
+            return  # already reported (a NaN/Inf this hook saw at that node: detect_anomaly raised on it)
+        op = getattr(getattr(node, "op", None), "name", "?")
+        self.sink({"v": 1, "kind": "anomaly", "t": _now(), "step": self.step, "phase": "backward", "reason": "error",
+                   "op": op, "node": getattr(node, "id", None), "nan": 0, "inf": 0, "origin": True,
+                   "bad_inputs": [], "message": f"{error}: {message}"[:2000]})
+
     # -- everything else the engine reports ------------------------------------------------------------------
     def event(self, kind: str, **fields: Any) -> None:
         """Forward `hooks.emit(kind, **fields)` as an event of that kind, with JSON-safe fields.
@@ -310,6 +322,9 @@ class EventHook(EngineHook):
         """
         if kind == "optimizer_step_begin" or kind == "optimizer_step_end":
             self.optimizer.on_event(kind, fields.get("optimizer"), fields)
+            return
+        if kind == "backward_error":
+            self._backward_error(fields.get("node"), str(fields.get("error", "")), str(fields.get("message", "")))
             return
         body = {}
         for k, v in fields.items():
@@ -335,3 +350,4 @@ class EventHook(EngineHook):
         self._finite.clear()
         self.optimizer.leaf_stats.clear()
         self._in_backward = 0  # a backward that raised never reported its end
+        self._anomalous.clear()

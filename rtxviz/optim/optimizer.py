@@ -14,6 +14,7 @@ import numpy as np
 
 from ..accel import add_measured as _add_measured  # p += u and both norms in one pass; None: numpy's +=
 from ..engine import hooks as _hooks
+from ..engine import versions as _versions
 from ..engine.device import xp_of
 from ..engine.tensor import Tensor
 from ..engine.variable import Variable
@@ -79,6 +80,10 @@ class Optimizer:
     _measuring = False  # inside a step that hooks report: `_add_update` measures as it adds
     _measured: tuple[Any, tuple[float, float]] | None = None  # (the update added last, (‖p‖², ‖u‖²))
 
+    @property
+    def _site(self) -> str:
+        return f"{type(self).__name__}.step()"
+
     def _exposes_updates(self) -> bool:
         return self.exposes_updates
 
@@ -122,6 +127,7 @@ class Optimizer:
                         grad = grad.astype(p.data.dtype)
                     self._measured = None
                     u = self._update(p.data, grad, st, group)
+                    _versions.bump(p.data, self._site)  # a graph that saved this parameter must not use it now
                     if updates is not None:
                         measured = self._measured
                         # the squares belong to this update only if it is the array that was added last

@@ -10,6 +10,7 @@ from . import (  # noqa: F401 - registers the ops and attaches the methods
     convert,
     distance,
     index,
+    inplace,
     linalg,
     nn,
     numpy_interop,
