@@ -147,11 +147,27 @@ class Linear(Op):
                 gb = g2.sum(0)
         return (gx, gw, gb)[: len(nxt)]
 
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        x, w = ctx.saved_inputs[0].data, ctx.saved_inputs[1].data
+        nxt = ctx.next
+        bsz, n_out = g.shape[0], w.shape[0]
+        gx = g @ w if nxt[0] is not None else None
+        g3 = g.reshape((bsz, -1, n_out))  # (B, rows, out)
+        gw = g3.swapaxes(1, 2) @ x.reshape((-1, x.shape[-1])) if nxt[1] is not None else None
+        gb = g3.sum(axis=1) if len(nxt) > 2 and nxt[2] is not None else None
+        return (gx, gw, gb)[: len(nxt)]
+
 
 @tensor_method("linear")
-@implements(Linear, reference=None)
+@implements(Linear)
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Any:
-    """x @ weightᵀ + bias for x [..., in], weight [out, in], bias [out] (PyTorch's F.linear)."""
+    """x @ weightᵀ + bias for x [..., in], weight [out, in], bias [out] (PyTorch's F.linear).
+
+    >>> from rtxviz import Tensor
+    >>> linear(Tensor.ones([2, 3]), Tensor.ones([4, 3]), Tensor.ones([4])).tolist()[0]
+    [4.0, 4.0, 4.0, 4.0]
+    """
     if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
         raise ShapeError(f"linear: input {tuple(x.shape)} does not fit weight {tuple(weight.shape)} "
                          "(expected input [..., in] and weight [out, in])")
