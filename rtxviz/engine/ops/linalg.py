@@ -1,13 +1,19 @@
-"""Matrix products: matmul for 1-D, 2-D and batched (broadcast batch dims) operands."""
+"""Linear algebra: matrix products (matmul, bmm, outer, linear), trace, and torch.linalg's inv, det, slogdet,
+solve and cholesky, each with a backward written in differentiable ops (so second order works).
+
+The torch.linalg names are here too: `inv`, `det`, `slogdet`, `solve`, `cholesky`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..device import xp_of
 from ..errors import ShapeError
 from ..graph import Op, apply
-from ..tensor import Tensor
-from ._base import Example, binary, implements, tensor_method
+from ..tensor import Tensor, as_tensor_like
+from ._base import Example, binary, constant, implements, tensor_method
+from .arithmetic import mul
 from .broadcast import batched_sum_to, sum_to
 
 
@@ -176,3 +182,139 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Any:
     if bias.shape != (weight.shape[0],):
         raise ShapeError(f"linear: bias has shape {tuple(bias.shape)}, expected ({weight.shape[0]},)")
     return apply(Linear, (x, weight, bias))
+
+
+# -- trace, bmm, outer ----------------------------------------------------------------------------------------
+def _operand(x: Any, like: Any = None) -> Tensor:
+    return x if isinstance(x, Tensor) else as_tensor_like(x, like)
+
+
+class Trace(Op):
+    """The sum of the main diagonal x[i, i] of a matrix (not necessarily square)."""
+
+    name = "trace"
+    kind = "linalg"
+    rule = "dX = dY · I (the identity of X's shape)"
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        ctx.state = x.shape
+        return xp_of(x).trace(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        n, m = ctx.state
+        return (mul(g, constant(xp_of(g.data).eye(n, m, dtype=g.data.dtype))),)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        n, m = ctx.state
+        return (g[:, None, None] * xp_of(g).eye(n, m, dtype=g.dtype),)
+
+
+@tensor_method("trace")
+@implements(Trace)
+def trace(x: Tensor) -> Any:
+    """The sum of the diagonal of a 2-D tensor, square or not (torch.trace).
+
+    >>> from rtxviz import Tensor
+    >>> trace(Tensor.from_slice([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3])).item()
+    6.0
+    """
+    x = _operand(x)
+    if x.ndim != 2:
+        raise ShapeError(f"trace: expected a 2-D matrix, got shape {tuple(x.shape)}")
+    return apply(Trace, (x,))
+
+
+class Bmm(Op):
+    """A batch of matrix products: a [B, n, m] @ b [B, m, p] -> [B, n, p] (no broadcasting)."""
+
+    name = "bmm"
+    kind = "linalg"
+    rule = "dA = dC @ Bᵀ, dB = Aᵀ @ dC (per batch entry)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        return a @ b
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        ga = bmm(g, b.mT) if ctx.next[0] is not None else None
+        gb = bmm(a.mT, g) if ctx.next[1] is not None else None
+        return ga, gb
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        a, b = (t.data for t in ctx.saved_inputs)
+        ga = g @ b.swapaxes(-1, -2) if ctx.next[0] is not None else None
+        gb = a.swapaxes(-1, -2) @ g if ctx.next[1] is not None else None
+        return ga, gb
+
+
+@tensor_method("bmm")
+@implements(Bmm)
+def bmm(a: Tensor, b: Tensor) -> Any:
+    """Batched matrix product of a [B, n, m] and b [B, m, p]: [B, n, p] (torch.bmm; batch sizes must agree).
+
+    >>> from rtxviz import Tensor
+    >>> bmm(Tensor.ones([2, 3, 4]), Tensor.ones([2, 4, 5])).shape
+    (2, 3, 5)
+    """
+    a = _operand(a, b if isinstance(b, Tensor) else None)
+    b = _operand(b, a)
+    if a.ndim != 3 or b.ndim != 3:
+        raise ShapeError(f"bmm: both operands must be 3-D [B, n, m] and [B, m, p], got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)} "
+                         f"({a.shape[0]} != {b.shape[0]})")
+    if a.shape[2] != b.shape[1]:
+        raise ShapeError(f"bmm: inner dimensions differ: {tuple(a.shape)} @ {tuple(b.shape)} "
+                         f"({a.shape[2]} != {b.shape[1]})")
+    return apply(Bmm, (a, b))
+
+
+class Outer(Op):
+    """The outer product of two vectors: out[i, j] = a[i] · b[j]."""
+
+    name = "outer"
+    kind = "linalg"
+    rule = "dA = dC @ B, dB = dCᵀ @ A"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        return a[:, None] * b[None, :]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        ga = matmul(g, b) if ctx.next[0] is not None else None
+        gb = matmul(a, g) if ctx.next[1] is not None else None
+        return ga, gb
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        a, b = (t.data for t in ctx.saved_inputs)
+        ga = g @ b if ctx.next[0] is not None else None
+        gb = a @ g if ctx.next[1] is not None else None
+        return ga, gb
+
+
+@tensor_method("outer")
+@implements(Outer)
+def outer(a: Tensor, b: Tensor) -> Any:
+    """The outer product of vectors a [n] and b [m]: [n, m] (torch.outer).
+
+    >>> from rtxviz import Tensor
+    >>> outer(Tensor.from_slice([1.0, 2.0], [2]), Tensor.from_slice([3.0, 4.0, 5.0], [3])).tolist()
+    [[3.0, 4.0, 5.0], [6.0, 8.0, 10.0]]
+    """
+    a = _operand(a, b if isinstance(b, Tensor) else None)
+    b = _operand(b, a)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(f"outer: both operands must be 1-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    return apply(Outer, (a, b))
