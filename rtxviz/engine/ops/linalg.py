@@ -6,14 +6,16 @@ The torch.linalg names are here too: `inv`, `det`, `slogdet`, `solve`, `cholesky
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from ..device import xp_of
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor, as_tensor_like
 from ._base import Example, binary, constant, implements, tensor_method
-from .arithmetic import mul
+from .arithmetic import mul, neg
 from .broadcast import batched_sum_to, sum_to
 
 
@@ -318,3 +320,199 @@ def outer(a: Tensor, b: Tensor) -> Any:
     if a.ndim != 1 or b.ndim != 1:
         raise ShapeError(f"outer: both operands must be 1-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     return apply(Outer, (a, b))
+
+
+# -- torch.linalg: inv, det, slogdet ------------------------------------------------------------------------------
+def _square(op: str, a: Any, label: str = "A") -> int:
+    """Check that `a` (a raw array) is a float (batch of) square matrices; return n."""
+    if a.dtype.kind != "f":
+        raise DTypeError(f"{op}: {label} must be a floating-point tensor, got dtype {a.dtype}")
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"{op}: {label} must be a square matrix or a batch of them [.., n, n], "
+                         f"got shape {tuple(a.shape)}")
+    return int(a.shape[-1])
+
+
+def _which(xp: Any, a: Any, fn: Any) -> str:
+    """' (batch entry (i, j))': the first matrix of a batch on which `fn` fails, for an error message."""
+    if a.ndim <= 2:
+        return ""
+    flat = a.reshape((-1, *a.shape[-2:]))
+    for i in range(flat.shape[0]):
+        try:
+            fn(flat[i])
+        except ValueError:
+            return f" (batch entry {tuple(int(k) for k in np.unravel_index(i, a.shape[:-2]))})"
+    return ""  # pragma: no cover - the batch failed as a whole only
+
+
+def _inv_array(op: str, a: Any) -> Any:
+    xp = xp_of(a)
+    try:
+        return xp.linalg.inv(a)
+    except ValueError:  # numpy.linalg.LinAlgError
+        raise ShapeError(f"{op}: the matrix is singular (not invertible){_which(xp, a, xp.linalg.inv)}, "
+                         f"A of shape {tuple(a.shape)}") from None
+
+
+def _swap(a: Any) -> Any:
+    return a.swapaxes(-1, -2)
+
+
+def _bcast_last2(g: Any) -> Any:
+    return g[..., None, None]
+
+
+class LinalgInv(Op):
+    """The inverse of a square matrix (or of each in a batch)."""
+
+    name = "linalg_inv"
+    kind = "linalg"
+    rule = "dA = -A⁻ᵀ @ dY @ A⁻ᵀ"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any) -> Any:
+        _square("linalg_inv", a)
+        return _inv_array("linalg_inv", a)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        yt = ctx.output.mT
+        return (neg(matmul(matmul(yt, g), yt)),)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        yt = _swap(ctx.out_data)
+        return (-(yt @ g @ yt),)
+
+
+@tensor_method("inverse")
+@implements(LinalgInv)
+def linalg_inv(A: Tensor) -> Any:
+    """The inverse of A [.., n, n] (torch.linalg.inv); a singular matrix raises ShapeError.
+
+    >>> from rtxviz import Tensor
+    >>> linalg_inv(Tensor.from_slice([2.0, 0.0, 0.0, 4.0], [2, 2])).tolist()
+    [[0.5, 0.0], [0.0, 0.25]]
+    """
+    return apply(LinalgInv, (_operand(A),))
+
+
+class LinalgDet(Op):
+    """The determinant of a square matrix (or of each in a batch)."""
+
+    name = "linalg_det"
+    kind = "linalg"
+    rule = "dA = dY · det(A) · A⁻ᵀ"
+    save_inputs = True
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any) -> Any:
+        _square("linalg_det", a)
+        return xp_of(a).linalg.det(a)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        (a,) = ctx.saved_inputs
+        s = mul(g, ctx.output)
+        return (mul(s.unsqueeze(-1).unsqueeze(-1), linalg_inv(a).mT),)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        a = ctx.saved_inputs[0].data
+        return (_bcast_last2(g * ctx.out_data) * _swap(_inv_array("linalg_det", a)),)
+
+
+@tensor_method("det")
+@implements(LinalgDet)
+def linalg_det(A: Tensor) -> Any:
+    """The determinant of A [.., n, n] (torch.linalg.det): a tensor of A's batch shape.
+
+    >>> from rtxviz import Tensor
+    >>> linalg_det(Tensor.from_slice([1.0, 2.0, 3.0, 4.0], [2, 2])).item()
+    -2.0
+    """
+    return apply(LinalgDet, (_operand(A),))
+
+
+class LinalgSlogdet(Op):
+    """log |det A| of a square matrix (or of each in a batch): torch.linalg.slogdet(A)[1]."""
+
+    name = "linalg_slogdet"
+    kind = "linalg"
+    rule = "dA = dY · A⁻ᵀ (of log|det A|; the sign has no gradient)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any) -> Any:
+        _square("linalg_slogdet", a)
+        return xp_of(a).linalg.slogdet(a)[1]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        (a,) = ctx.saved_inputs
+        return (mul(g.unsqueeze(-1).unsqueeze(-1), linalg_inv(a).mT),)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        a = ctx.saved_inputs[0].data
+        return (_bcast_last2(g) * _swap(_inv_array("linalg_slogdet", a)),)
+
+
+@implements(LinalgSlogdet)
+def linalg_slogdet(A: Tensor) -> Any:
+    """log |det A| of A [.., n, n]: the logabsdet of torch.linalg.slogdet (`slogdet` gives the sign too).
+
+    >>> from rtxviz import Tensor
+    >>> round(linalg_slogdet(Tensor.from_slice([1.0, 2.0, 3.0, 4.0], [2, 2], dtype="float64")).item(), 6)
+    0.693147
+    """
+    return apply(LinalgSlogdet, (_operand(A),))
+
+
+class SlogdetSign(Op):
+    """The sign of det A (-1, 0 or 1) as slogdet gives it: a value with no gradient, as in PyTorch."""
+
+    name = "slogdet_sign"
+    kind = "linalg"
+    differentiable = False
+    keeps_finite = True
+    rule = "no gradient (the sign of det A is piecewise constant)"
+    examples = (Example(lambda a: slogdet(a).sign, ((3, 3),)), Example(lambda a: slogdet(a)[0], ((2, 2, 2),)))
+
+    @staticmethod
+    def forward(ctx: Any, a: Any) -> Any:
+        _square("slogdet", a)
+        return xp_of(a).linalg.slogdet(a)[0]
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:  # pragma: no cover - never recorded: its input is a plain Tensor
+        return (None,)
+
+
+class Slogdet(NamedTuple):
+    """What `slogdet` returns, as torch.linalg.slogdet: (sign, logabsdet)."""
+
+    sign: Any
+    logabsdet: Any
+
+
+@tensor_method("slogdet")
+@implements(SlogdetSign, reference=None)
+def slogdet(A: Tensor) -> Slogdet:
+    """(sign, logabsdet) of det A for A [.., n, n], as torch.linalg.slogdet: det A = sign · exp(logabsdet).
+    The sign is a plain Tensor (no gradient); logabsdet is recorded (`linalg_slogdet`).
+
+    >>> from rtxviz import Tensor
+    >>> sign, logabsdet = slogdet(Tensor.from_slice([1.0, 2.0, 3.0, 4.0], [2, 2], dtype="float64"))
+    >>> sign.item(), round(logabsdet.item(), 6)
+    (-1.0, 0.693147)
+    """
+    A = _operand(A)
+    return Slogdet(apply(SlogdetSign, (Tensor._wrap(A.data),)), linalg_slogdet(A))
+
+
+inv = linalg_inv
+det = linalg_det
