@@ -15,7 +15,7 @@ from ..errors import DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor, as_tensor_like
 from ._base import Example, binary, constant, implements, tensor_method
-from .arithmetic import mul, neg
+from .arithmetic import add, mul, mul_scalar, neg
 from .broadcast import batched_sum_to, sum_to
 
 
@@ -514,5 +514,154 @@ def slogdet(A: Tensor) -> Slogdet:
     return Slogdet(apply(SlogdetSign, (Tensor._wrap(A.data),)), linalg_slogdet(A))
 
 
+
+# -- torch.linalg: solve, cholesky ----------------------------------------------------------------------------
+def _vector_rhs(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> bool:
+    """PyTorch's rule: B is a (batch of) vector(s) when it is 1-D, or when its shape is A's without the last dim."""
+    return len(b_shape) == 1 or (len(b_shape) == len(a_shape) - 1 and b_shape == a_shape[:-1])
+
+
+def _solve_array(op: str, a: Any, bm: Any) -> Any:
+    """X with A X = B for raw A [.., n, n] and B [.., n, k], their batch dims broadcast."""
+    xp = xp_of(a)
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    except ValueError:
+        raise ShapeError(f"{op}: the batch dims of A {tuple(a.shape)} and B {tuple(bm.shape)} do not broadcast "
+                         f"({tuple(a.shape[:-2])} and {tuple(bm.shape[:-2])})") from None
+    if a.shape[:-2] != batch:
+        a = xp.broadcast_to(a, batch + a.shape[-2:])
+    if bm.shape[:-2] != batch:
+        bm = xp.broadcast_to(bm, batch + bm.shape[-2:])
+    try:
+        return xp.linalg.solve(a, bm)
+    except ValueError:  # numpy.linalg.LinAlgError
+        raise ShapeError(f"{op}: the matrix A is singular (not invertible)"
+                         f"{_which(xp, a, xp.linalg.inv)}, A of shape {tuple(a.shape)}") from None
+
+
+class LinalgSolve(Op):
+    """X with A X = B: A [.., n, n], B [.., n, k] (batch dims broadcast) or a vector B [n] / [.., n]."""
+
+    name = "linalg_solve"
+    kind = "linalg"
+    rule = "dB = solve(Aᵀ, dX), dA = -dB @ Xᵀ"
+    save_inputs = True
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any) -> Any:
+        n = _square("linalg_solve", a)
+        vec = _vector_rhs(a.shape, b.shape)
+        bm = b[..., None] if vec else b
+        if bm.ndim < 2 or bm.shape[-2] != n:
+            raise ShapeError(f"linalg_solve: B of shape {tuple(b.shape)} does not fit A of shape {tuple(a.shape)} "
+                             f"(expected B [.., {n}, k] or [{n}])")
+        x = _solve_array("linalg_solve", a, bm)
+        return x[..., 0] if vec else x
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        gb = linalg_solve(a.mT, g)  # the same vector / matrix case as forward: g has X's shape
+        ga = None
+        if ctx.next[0] is not None:
+            x = ctx.output
+            if _vector_rhs(a.shape, b.shape):
+                ga = neg(mul(gb.unsqueeze(-1), x.unsqueeze(-2)))
+            else:
+                ga = neg(matmul(gb, x.mT))
+            ga = sum_to(ga, a.shape)
+        return ga, (sum_to(gb, b.shape) if ctx.next[1] is not None else None)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        a, b = (t.data for t in ctx.saved_inputs)
+        vec = _vector_rhs(a.shape, b.shape)
+        gbm = _solve_array("linalg_solve", _swap(a), g[..., None] if vec else g)
+        ga = gb = None
+        if ctx.next[0] is not None:
+            x = ctx.out_data
+            ga = batched_sum_to(-(gbm @ _swap(x[..., None] if vec else x)), a.shape)
+        if ctx.next[1] is not None:
+            gb = batched_sum_to(gbm[..., 0] if vec else gbm, b.shape)
+        return ga, gb
+
+
+@implements(LinalgSolve)
+def linalg_solve(A: Tensor, B: Tensor) -> Any:
+    """X with A X = B (torch.linalg.solve): A [.., n, n]; B [.., n, k] with batch dims broadcasting against A's,
+    or a vector B [n] (or [.., n], A's shape without its last dim). A singular A raises ShapeError.
+
+    >>> from rtxviz import Tensor
+    >>> linalg_solve(Tensor.from_slice([2.0, 0.0, 0.0, 4.0], [2, 2]), Tensor.from_slice([1.0, 1.0], [2])).tolist()
+    [0.5, 0.25]
+    """
+    A = _operand(A, B if isinstance(B, Tensor) else None)
+    return apply(LinalgSolve, (A, _operand(B, A)))
+
+
+class LinalgCholesky(Op):
+    """The lower Cholesky factor L of a symmetric positive-definite A = L Lᵀ (only A's lower triangle is read)."""
+
+    name = "linalg_cholesky"
+    kind = "linalg"
+    rule = "dA = L⁻ᵀ Φ L⁻¹, Φ = ½ (M + tril(M, -1)ᵀ), M = tril(Lᵀ @ dL)"
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, a: Any) -> Any:
+        _square("linalg_cholesky", a)
+        xp = xp_of(a)
+        try:
+            return xp.linalg.cholesky(a)
+        except ValueError:  # numpy.linalg.LinAlgError
+            raise ShapeError(f"linalg_cholesky: the matrix is not positive definite"
+                             f"{_which(xp, a, xp.linalg.cholesky)}, A of shape {tuple(a.shape)}") from None
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        # PyTorch's cholesky_backward, with its triangular solves done by solve (numpy has no solve_triangular).
+        low = ctx.output
+        lower, strict = _tril_masks(low.data)
+        lt = low.mT
+        m = mul(matmul(lt, g), constant(lower))
+        phi = mul_scalar(add(m, mul(m, constant(strict)).mT), 0.5)  # symmetric: M's lower part mirrored, ½ diag
+        z = linalg_solve(lt, phi)  # L⁻ᵀ Φ
+        return (linalg_solve(lt, z.mT).mT,)  # (L⁻ᵀ Zᵀ)ᵀ = Z L⁻¹
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        lt = _swap(ctx.out_data)
+        lower, strict = _tril_masks(ctx.out_data)
+        m = (lt @ g) * lower
+        phi = 0.5 * (m + _swap(m * strict))
+        z = _solve_array("linalg_cholesky", lt, phi)
+        return (_swap(_solve_array("linalg_cholesky", lt, _swap(z))),)
+
+
+def _tril_masks(like: Any) -> tuple[Any, Any]:
+    """The lower-triangle masks (diagonal included, and excluded) of `like`'s matrices, as arrays of its dtype."""
+    xp, n = xp_of(like), like.shape[-1]
+    ones = xp.ones((n, n), dtype=like.dtype)
+    return xp.tril(ones), xp.tril(ones, -1)
+
+
+@tensor_method("cholesky")
+@implements(LinalgCholesky)
+def linalg_cholesky(A: Tensor, upper: bool = False) -> Any:
+    """The Cholesky factor of a symmetric positive-definite A [.., n, n] (torch.linalg.cholesky): the lower L with
+    A = L Lᵀ, or with `upper` its transpose U (A = Uᵀ U). A matrix that is not positive definite raises ShapeError.
+
+    >>> from rtxviz import Tensor
+    >>> linalg_cholesky(Tensor.from_slice([4.0, 2.0, 2.0, 5.0], [2, 2])).tolist()
+    [[2.0, 0.0], [1.0, 2.0]]
+    """
+    low = apply(LinalgCholesky, (_operand(A),))
+    return low.mT if upper else low
+
+
 inv = linalg_inv
 det = linalg_det
+solve = linalg_solve
+cholesky = linalg_cholesky
