@@ -27,6 +27,7 @@ from .dtypes import as_dtype, float32, int64
 from .errors import DTypeError, ShapeError
 
 if TYPE_CHECKING:  # names in the declared signatures of the op methods (the class's generated block)
+    from .ops.linalg import Slogdet
     from .ops.nn_conv import Pair
 
 ShapeLike = int | Sequence[int]
@@ -396,8 +397,14 @@ class Tensor:
                        padding: int | Pair = 0) -> Any:
             """The mean of each kh×kw window of x [N, C, H, W] (zero padding counts, as PyTorch's default)."""
 
+        def bmm(a: Tensor, b: Tensor) -> Any:
+            """Batched matrix product of a [B, n, m] and b [B, m, p]: [B, n, p] (torch.bmm; batch sizes must agree)."""
+
         def broadcast_to(x: Tensor, *shape: Any) -> Any:
             """Broadcast `x` to `shape` without copying (PyTorch's expand; -1 keeps a dim)."""
+
+        def cholesky(A: Tensor, upper: bool = False) -> Any:
+            """The Cholesky factor of a symmetric positive-definite A [.., n, n] (torch.linalg.cholesky): the lower…"""
 
         def chunk(x: Any, chunks: int, dim: int = 0) -> tuple:
             """At most `chunks` equal pieces along `dim` (PyTorch: each of ceil(size / chunks); maybe fewer)."""
@@ -426,6 +433,9 @@ class Tensor:
 
         def cosh(x: Any) -> Any:
             """The hyperbolic cosine, elementwise (torch.cosh)."""
+
+        def det(A: Tensor) -> Any:
+            """The determinant of A [.., n, n] (torch.linalg.det): a tensor of A's batch shape."""
 
         def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
             """The diagonal ``x[i, i + offset]`` of the matrices in dims (dim1, dim2), as a new last dim (torch.diag…"""
@@ -480,6 +490,9 @@ class Tensor:
 
         def index_select(x: Any, dim: int, index: Any) -> Any:
             """The entries at `index` (1-D int64) along `dim`; repeats allowed, and their gradients add up."""
+
+        def inverse(A: Tensor) -> Any:
+            """The inverse of A [.., n, n] (torch.linalg.inv); a singular matrix raises ShapeError."""
 
         def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
                        bias: Tensor | None = None, eps: builtins.float = 1e-05) -> Any:
@@ -556,6 +569,9 @@ class Tensor:
         def negative(x: Any) -> Any:
             """-x."""
 
+        def outer(a: Tensor, b: Tensor) -> Any:
+            """The outer product of vectors a [n] and b [m]: [n, m] (torch.outer)."""
+
         def permute(x: Any, *dims: Any) -> Any:
             """Reorder the dims: output dim i is input dim `dims[i]` (a view)."""
 
@@ -598,6 +614,9 @@ class Tensor:
         def sinh(x: Any) -> Any:
             """The hyperbolic sine, elementwise (torch.sinh)."""
 
+        def slogdet(A: Tensor) -> Slogdet:
+            """(sign, logabsdet) of det A for A [.., n, n], as torch.linalg.slogdet: det A = sign · exp(logabsdet)."""
+
         def softmax(x: Tensor, dim: int = -1) -> Any:
             """exp(x) / Σ exp(x) along `dim` (numerically stable)."""
 
@@ -637,6 +656,9 @@ class Tensor:
 
         def tanh(x: Any) -> Any:
             ...
+
+        def trace(x: Tensor) -> Any:
+            """The sum of the diagonal of a 2-D tensor, square or not (torch.trace)."""
 
         def transpose(x: Any, dim0: int = 0, dim1: int = 1) -> Any:
             """Swap two dims (a view). The spec calls `transpose(0, 1)`."""

@@ -9,6 +9,7 @@ from . import (  # noqa: F401 - registers the ops and attaches the methods
     broadcast,
     convert,
     distance,
+    einsum,
     index,
     inplace,
     linalg,
