@@ -190,23 +190,26 @@ class Std(Op):
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
         a = ctx.attrs
-        ctx.state = x.shape
         if _count(x.shape, a["dims"]) - a["correction"] <= 0:
             xp = xp_of(x)
             ssq = ((x - x.mean(axis=a["dims"], keepdims=True)) ** 2).sum(axis=a["dims"], keepdims=a["keepdim"])
             with _quiet(xp):
-                return xp.sqrt(ssq / 0)  # nan (0/0) or inf, as PyTorch
-        return x.std(axis=a["dims"], ddof=a["correction"], keepdims=a["keepdim"])
+                out = xp.sqrt(ssq / 0)  # nan (0/0) or inf, as PyTorch
+        else:
+            out = x.std(axis=a["dims"], ddof=a["correction"], keepdims=a["keepdim"])
+        ctx.state = (x.shape, _zeros_of(out, x.shape, a["dims"], a["keepdim"]))
+        return out
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
         (x,) = ctx.saved_inputs
         a = ctx.attrs
-        in_shape, dims, keepdim = ctx.state, a["dims"], a["keepdim"]
+        (in_shape, y_zero), dims, keepdim = ctx.state, a["dims"], a["keepdim"]
         y = _restore_dims(ctx.output, in_shape, dims, keepdim)
         g = _restore_dims(g, in_shape, dims, keepdim)
         centred = sub(x, apply(Mean, (x,), {"dims": dims, "keepdim": True}))
-        scale = mask_mul(div(mul_scalar(g, _std_scale(ctx)), y), (y,), "sel_nonzero")
+        # divided by Y with its zeros as 1 (no divide-by-zero warning), then 0 there
+        scale = mask_mul(div(mul_scalar(g, _std_scale(ctx)), add(y, Tensor._wrap(y_zero))), (y,), "sel_nonzero")
         return (mul(centred, scale),)
 
     @staticmethod
@@ -217,14 +220,19 @@ class Std(Op):
         y = _restore_dims(ctx.out_data, x.shape, a["dims"], a["keepdim"])
         centred = x - x.mean(axis=a["dims"], keepdims=True)
         g = _batched_reshape(ctx, g, x.shape)
-        with _quiet(xp):
-            scale = xp.where(y != 0, (g * _std_scale(ctx)) / y, x.dtype.type(0))
+        scale = xp.where(y != 0, (g * _std_scale(ctx)) / (y + ctx.state[1]), x.dtype.type(0))
         return (centred * scale,)
 
 
 def _std_scale(ctx: Any) -> float:
-    denom = _count(ctx.state, ctx.attrs["dims"]) - ctx.attrs["correction"]
+    denom = _count(ctx.state[0], ctx.attrs["dims"]) - ctx.attrs["correction"]
     return 1.0 / denom if denom > 0 else float("nan")
+
+
+def _zeros_of(out: Any, in_shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> Any:
+    """[Y = 0] in Y's dtype, shaped to broadcast against the input (the reduced dims kept as 1): a rule divides
+    by Y + [Y = 0], so that no 0 is divided by, and then selects 0 there."""
+    return _restore_dims(out == 0, in_shape, dims, keepdim).astype(out.dtype)
 
 
 def _batched_reshape(ctx: Any, g: Any, in_shape: tuple[int, ...]) -> Any:
@@ -507,7 +515,9 @@ class Norm(Op):
         xp = xp_of(x)
         p, dims, keepdim = ctx.attrs["p"], ctx.attrs["dims"], ctx.attrs["keepdim"]
         if p == 2:
-            return xp.sqrt((x * x).sum(axis=dims, keepdims=keepdim))
+            out = xp.sqrt((x * x).sum(axis=dims, keepdims=keepdim))
+            ctx.state = (_zeros_of(out, x.shape, dims, keepdim), None)
+            return out
         a = xp.abs(x)
         if p == 1:
             return a.sum(axis=dims, keepdims=keepdim)
@@ -518,7 +528,10 @@ class Norm(Op):
         if p == 0:
             return (x != 0).sum(axis=dims, keepdims=keepdim).astype(x.dtype)
         with _quiet(xp):  # a negative p at a zero: inf, then 0, as PyTorch
-            return (a**p).sum(axis=dims, keepdims=keepdim) ** (1.0 / p)
+            out = (a**p).sum(axis=dims, keepdims=keepdim) ** (1.0 / p)
+        # what the rule divides by, with its zeros as 1 (no divide-by-zero warnings): Y, and |X| when p < 1
+        ctx.state = (_zeros_of(out, x.shape, dims, keepdim), (x == 0).astype(x.dtype) if p < 1 else None)
+        return out
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
@@ -527,17 +540,19 @@ class Norm(Op):
         y = _restore_dims(ctx.output, x.shape, dims, keepdim)
         g = _restore_dims(g, x.shape, dims, keepdim)
         if p == 2:
-            return (mul(x, mask_mul(div(g, y), (y,), "sel_nonzero")),)
-        if p == 1:
-            return (mask_mul(g, (x,), "sign"),)
+            return (mul(x, mask_mul(div(g, add(y, Tensor._wrap(ctx.state[0]))), (y,), "sel_nonzero")),)
+        if p == 1:  # mask_mul wants dY of X's shape (its own backward does not sum a broadcast back)
+            return (mask_mul(expand(g, x.shape), (x,), "sign"),)
         if math.isinf(p):
             return (mask_mul(_ties_grad(g, x, y, dims, absolute=True), (x,), "sign"),)
         if p == 0:
             return (mul_scalar(x, 0.0),)
-        scale = mask_mul(div(g, pow_scalar(y, p - 1)), (y,), "sel_nonzero")
-        power = pow_scalar(_abs(x), p - 1)
+        y_zero, x_zero = ctx.state
+        scale = mask_mul(div(g, pow_scalar(add(y, Tensor._wrap(y_zero)), p - 1)), (y,), "sel_nonzero")
         if p < 1:  # |X|^(p-1) is inf at a zero, where the gradient is 0 (as PyTorch's)
-            power = mask_mul(power, (x,), "sel_nonzero")
+            power = mask_mul(pow_scalar(add(_abs(x), Tensor._wrap(x_zero)), p - 1), (x,), "sel_nonzero")
+        else:
+            power = pow_scalar(_abs(x), p - 1)
         return (mask_mul(mul(power, scale), (x,), "sign"),)
 
     @staticmethod
@@ -548,20 +563,21 @@ class Norm(Op):
         p, dims = ctx.attrs["p"], ctx.attrs["dims"]
         y = _restore_dims(ctx.out_data, x.shape, dims, ctx.attrs["keepdim"])
         g = _batched_reshape(ctx, g, x.shape)
-        with _quiet(xp):
-            if p == 2:
-                return (x * xp.where(y != 0, g / y, zero),)
-            if p == 1:
-                return (g * xp.sign(x),)
-            if math.isinf(p):
-                return ((g * _ties_weight(x, y, dims, True)) * xp.sign(x),)
-            if p == 0:
-                return (xp.broadcast_to(x * 0.0, (g.shape[0], *x.shape)),)
-            scale = xp.where(y != 0, g / y ** (p - 1), zero)
+        if p == 2:
+            return (x * xp.where(y != 0, g / (y + ctx.state[0]), zero),)
+        if p == 1:
+            return (g * xp.sign(x),)
+        if math.isinf(p):
+            return ((g * _ties_weight(x, y, dims, True)) * xp.sign(x),)
+        if p == 0:
+            return (xp.broadcast_to(x * 0.0, (g.shape[0], *x.shape)),)
+        y_zero, x_zero = ctx.state
+        scale = xp.where(y != 0, g / (y + y_zero) ** (p - 1), zero)
+        if p < 1:
+            power = xp.where(x != 0, (xp.abs(x) + x_zero) ** (p - 1), zero)
+        else:
             power = xp.abs(x) ** (p - 1)
-            if p < 1:
-                power = xp.where(x != 0, power, zero)
-            return ((power * scale) * xp.sign(x),)
+        return ((power * scale) * xp.sign(x),)
 
 
 def _norm_order(name: str, p: Any, dims: tuple[int, ...] | None) -> float:

@@ -7,7 +7,6 @@ gradient. A 0-d tensor is a line of one element.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..device import xp_of
@@ -188,11 +187,15 @@ class LogCumSumExp(Op):
         (x,) = ctx.saved_inputs
         y = ctx.output
         attrs = {"dim": ctx.attrs["dim"], "reverse": not ctx.attrs["reverse"]}
+        # log 0 as a huge finite negative value, not -inf (as PyTorch's lowest): a reverse scan of -inf - Y could
+        # give -inf, and its own backward (second order) then -inf - -inf = nan, which would swamp Y's other
+        # gradients. A 16th of the lowest: sums of a few such terms in higher orders stay finite (no overflow).
+        lowest = float(xp_of(g.data).finfo(g.data.dtype).min) / 16
 
         def part(sign_name: str, magnitude: Any) -> Any:
-            # exp(X + rev-logcumsumexp(log |dY| − Y)) over the positions where dY has this sign (-inf elsewhere)
+            # exp(X + rev-logcumsumexp(log |dY| − Y)) over the positions where dY has this sign (log 0 elsewhere)
             sel = compare(g, 0.0, sign_name)
-            log_g = where(sel, log(where(sel, magnitude, 1.0)), -math.inf)
+            log_g = where(sel, log(where(sel, magnitude, 1.0)), lowest)
             return exp(add(apply(LogCumSumExp, (sub(log_g, y),), attrs), x))
 
         return (sub(part("__gt__", g), part("__lt__", neg(g))),)
