@@ -435,9 +435,9 @@ class _AExtreme(Op):
     @classmethod
     def forward(cls, ctx: Any, x: Any) -> Any:
         dims = ctx.attrs["dims"]
-        if x.size == 0 and _count(x.shape, dims) == 0 or x.size == 0 and dims is None:
-            raise ShapeError(f"{cls.name}: cannot reduce an empty dim of a tensor of shape {x.shape} "
-                             f"(dim {list(dims) if dims is not None else None}: no identity)")
+        if _count(x.shape, dims) == 0:
+            raise ShapeError(f"{cls.name}: cannot reduce over an empty dim of a tensor of shape {x.shape} "
+                             f"(dim {None if dims is None else list(dims)}; the reduction has no identity)")
         return getattr(x, cls._reduce)(axis=dims, keepdims=ctx.attrs["keepdim"])
 
     @staticmethod
@@ -522,8 +522,9 @@ class Norm(Op):
         if p == 1:
             return a.sum(axis=dims, keepdims=keepdim)
         if math.isinf(p):
-            if x.size == 0:
-                raise ShapeError(f"norm: the {p}-norm of an empty tensor of shape {x.shape} is not defined")
+            if _count(x.shape, dims) == 0:
+                raise ShapeError(f"norm: the {p}-norm over an empty dim of a tensor of shape {x.shape} is not "
+                                 f"defined (dim {None if dims is None else list(dims)})")
             return (a.max if p > 0 else a.min)(axis=dims, keepdims=keepdim)
         if p == 0:
             return (x != 0).sum(axis=dims, keepdims=keepdim).astype(x.dtype)
