@@ -375,6 +375,12 @@ class Tensor:
         def add_scalar(x: Tensor, value: builtins.float) -> Any:
             """x + value, for a Python number."""
 
+        def amax(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+            """The largest value over `dim` (an int, a list of ints; None or [] for all), as torch.amax: the gradien…"""
+
+        def amin(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+            """The smallest value over `dim` (an int, a list of ints; None or [] for all), as torch.amin: the gradie…"""
+
         def arctan(x: Any) -> Any:
             """The inverse tangent, elementwise, in (-π/2, π/2) (torch.atan)."""
 
@@ -433,6 +439,12 @@ class Tensor:
 
         def cosh(x: Any) -> Any:
             """The hyperbolic cosine, elementwise (torch.cosh)."""
+
+        def cumprod(x: Any, dim: int, *, dtype: Any = None) -> Any:
+            """The cumulative product along `dim`, as torch.cumprod (`dtype`: cast first)."""
+
+        def cumsum(x: Any, dim: int, *, dtype: Any = None) -> Any:
+            """The cumulative sum along `dim`, as torch.cumsum (`dtype`: cast first)."""
 
         def det(A: Tensor) -> Any:
             """The determinant of A [.., n, n] (torch.linalg.det): a tensor of A's batch shape."""
@@ -513,6 +525,9 @@ class Tensor:
         def log_softmax(x: Tensor, dim: int = -1) -> Any:
             """log(softmax(x)) along `dim`, computed as x - logsumexp(x) (stable for large logits)."""
 
+        def logcumsumexp(x: Any, dim: int) -> Any:
+            """log(cumsum(exp(x))) along `dim`, as torch.logcumsumexp, without overflow."""
+
         def logsumexp(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """log(sum(exp(x))) over `dim`, computed without overflow."""
 
@@ -569,6 +584,9 @@ class Tensor:
         def negative(x: Any) -> Any:
             """-x."""
 
+        def norm(x: Any, p: Any = 'fro', dim: Any = None, keepdim: bool = False) -> Any:
+            """The `p`-norm of `x` over `dim` (every element when None), as Tensor.norm: "fro" (the default) is the"""
+
         def outer(a: Tensor, b: Tensor) -> Any:
             """The outer product of vectors a [n] and b [m]: [n, m] (torch.outer)."""
 
@@ -580,6 +598,9 @@ class Tensor:
 
         def pow_scalar(x: Tensor, exponent: builtins.float) -> Any:
             """x ** exponent, for a Python number."""
+
+        def prod(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+            """The product over `dim` (an int, a list of ints, or None for all), as torch.prod."""
 
         def reciprocal(x: Any) -> Any:
             ...
@@ -637,7 +658,7 @@ class Tensor:
 
         def std(x: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
                 correction: int | None = None) -> Any:
-            """Standard deviation: sqrt(var) (recorded as var then sqrt)."""
+            """Standard deviation over `dim` with Bessel's `correction` (1 by default, as PyTorch; `unbiased=False`…"""
 
         def sub(a: Any, b: Any) -> Any:
             """a - b with broadcasting."""

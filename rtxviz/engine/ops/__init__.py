@@ -17,6 +17,7 @@ from . import (  # noqa: F401 - registers the ops and attaches the methods
     numpy_interop,
     operators,
     reduction,
+    scan,
     shape,
     unary,
 )

@@ -77,8 +77,8 @@ FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.sum: _reduction(_r.sum, "sum"), np.mean: _reduction(_r.mean, "mean"),
     np.max: _reduction(lambda x, d, keepdim: _r._values(_r.max(x, d, keepdim)), "max"),
     np.min: _reduction(lambda x, d, keepdim: _r._values(_r.min(x, d, keepdim)), "min"),
-    np.amax: _reduction(lambda x, d, keepdim: _r._values(_r.max(x, d, keepdim)), "amax"),
-    np.amin: _reduction(lambda x, d, keepdim: _r._values(_r.min(x, d, keepdim)), "amin"),
+    np.amax: _reduction(_r.amax, "amax"), np.amin: _reduction(_r.amin, "amin"),
+    np.prod: _reduction(_r.prod, "prod"), np.std: _reduction(_r.std, "std"),
     np.matmul: _l.matmul, np.dot: _l.matmul,
     np.reshape: lambda x, shape, **kw: _s.reshape(x, shape), np.transpose: lambda x, axes=None: (
         _s.permute(x, *axes) if axes is not None else _s.permute(x, *reversed(range(x.ndim)))),

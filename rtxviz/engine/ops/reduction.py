@@ -6,7 +6,10 @@ Backward rules re-insert the reduced dims (`_restore_dims`) so the gradient broa
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import numpy as np
 
 from ..device import xp_of
 from ..dtypes import int64
@@ -14,9 +17,10 @@ from ..errors import DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor
 from ._base import Example, first_grad, implements, norm_dim, norm_dims, tensor_method
-from .arithmetic import maximum, minimum, mul, mul_scalar, sub
+from .arithmetic import add, div, mask_mul, maximum, minimum, mul, mul_scalar, pow_scalar, sub
 from .broadcast import batched_expand, expand, sum_to
-from .unary import exp, sqrt
+from .unary import abs as _abs
+from .unary import exp
 
 
 def _restore_dims(g: Any, in_shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdim: bool) -> Any:
@@ -173,11 +177,91 @@ def var(x: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = F
                              "correction": int(correction)})
 
 
+class Std(Op):
+    """The standard deviation sqrt(var): one op, so that its gradient is 0 (not 0 · ∞) where the deviation is 0,
+    as PyTorch's."""
+
+    name = "std"
+    kind = "reduction"
+    rule = "dX = dY · (X − mean(X)) / ((N − correction) · Y)  (0 where Y = 0)"
+    save_inputs = True
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        a = ctx.attrs
+        if _count(x.shape, a["dims"]) - a["correction"] <= 0:
+            xp = xp_of(x)
+            ssq = ((x - x.mean(axis=a["dims"], keepdims=True)) ** 2).sum(axis=a["dims"], keepdims=a["keepdim"])
+            with _quiet(xp):
+                out = xp.sqrt(ssq / 0)  # nan (0/0) or inf, as PyTorch
+        else:
+            out = x.std(axis=a["dims"], ddof=a["correction"], keepdims=a["keepdim"])
+        ctx.state = (x.shape, _zeros_of(out, x.shape, a["dims"], a["keepdim"]))
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        (x,) = ctx.saved_inputs
+        a = ctx.attrs
+        (in_shape, y_zero), dims, keepdim = ctx.state, a["dims"], a["keepdim"]
+        y = _restore_dims(ctx.output, in_shape, dims, keepdim)
+        g = _restore_dims(g, in_shape, dims, keepdim)
+        centred = sub(x, apply(Mean, (x,), {"dims": dims, "keepdim": True}))
+        # divided by Y with its zeros as 1 (no divide-by-zero warning), then 0 there
+        scale = mask_mul(div(mul_scalar(g, _std_scale(ctx)), add(y, Tensor._wrap(y_zero))), (y,), "sel_nonzero")
+        return (mul(centred, scale),)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0].data
+        a = ctx.attrs
+        xp = xp_of(x)
+        y = _restore_dims(ctx.out_data, x.shape, a["dims"], a["keepdim"])
+        centred = x - x.mean(axis=a["dims"], keepdims=True)
+        g = _batched_reshape(ctx, g, x.shape)
+        scale = xp.where(y != 0, (g * _std_scale(ctx)) / (y + ctx.state[1]), x.dtype.type(0))
+        return (centred * scale,)
+
+
+def _std_scale(ctx: Any) -> float:
+    denom = _count(ctx.state[0], ctx.attrs["dims"]) - ctx.attrs["correction"]
+    return 1.0 / denom if denom > 0 else float("nan")
+
+
+def _zeros_of(out: Any, in_shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> Any:
+    """[Y = 0] in Y's dtype, shaped to broadcast against the input (the reduced dims kept as 1): a rule divides
+    by Y + [Y = 0], so that no 0 is divided by, and then selects 0 there."""
+    return _restore_dims(out == 0, in_shape, dims, keepdim).astype(out.dtype)
+
+
+def _batched_reshape(ctx: Any, g: Any, in_shape: tuple[int, ...]) -> Any:
+    """A batch of reduced gradients (B, *reduced) reshaped to broadcast against (B, *input shape)."""
+    dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+    if keepdim or not in_shape:
+        return g
+    axes = range(len(in_shape)) if dims is None else dims
+    return g.reshape((g.shape[0], *[1 if i in axes else s for i, s in enumerate(in_shape)]))
+
+
 @tensor_method("std")
+@implements(Std, rename={"dims": "dim"})
 def std(x: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: int | None = None) -> Any:
-    """Standard deviation: sqrt(var) (recorded as var then sqrt)."""
-    return sqrt(var(x, dim, unbiased, keepdim, correction=correction))
+    """Standard deviation over `dim` with Bessel's `correction` (1 by default, as PyTorch; `unbiased=False` is 0).
+
+    >>> from rtxviz import Tensor
+    >>> round(Tensor.from_slice([1.0, 2.0, 3.0, 4.0], [4]).std().item(), 4)
+    1.291
+    >>> Tensor.from_slice([1.0, 3.0, 2.0, 2.0], [2, 2]).std(dim=1, correction=0).tolist()
+    [1.0, 0.0]
+    """
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    elif unbiased is not None:
+        raise ValueError("std: give either unbiased or correction, not both")
+    return apply(Std, (x,), {"dims": _dims("std", dim, x.ndim), "keepdim": bool(keepdim),
+                             "correction": int(correction)})
 
 
 # -- logsumexp ---------------------------------------------------------------------------------------------
@@ -244,6 +328,302 @@ def logsumexp(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     1000.693
     """
     return apply(LogSumExp, (x,), {"dims": _dims("logsumexp", dim, x.ndim), "keepdim": bool(keepdim)})
+
+
+# -- prod --------------------------------------------------------------------------------------------------
+class Prod(Op):
+    """The product over dims. Its gradient, the product of the other factors, is Y / X where no factor of the
+    group is 0; where one is, it comes from the product of the nonzero factors (no 0 / 0): that factor gets it,
+    the others 0, and every factor of a group with two zeros gets 0. The zero masks are kept by forward."""
+
+    name = "prod"
+    kind = "reduction"
+    rule = "dX = dY · Π(the other factors) = dY · Y / X  (a group with zeros: from its nonzero factors)"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+        zero = x == 0
+        zeros = zero.sum(axis=dims, keepdims=True)
+        # the factors whose gradient is not 0: all when the group has no zero, only the zero when it has one
+        gets = (zeros == 0) | ((zeros == 1) & zero)
+        ctx.state = (x.shape, zero.astype(x.dtype), gets.astype(x.dtype))
+        return x.prod(axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        (x,) = ctx.saved_inputs
+        in_shape, zero, gets = ctx.state
+        dims = ctx.attrs["dims"]
+        g = _restore_dims(g, in_shape, dims, ctx.attrs["keepdim"])
+        safe = add(x, Tensor._wrap(zero))  # X with its zeros replaced by 1
+        others = div(apply(Prod, (safe,), {"dims": dims, "keepdim": True}), safe)
+        return (mul(mul(g, Tensor._wrap(gets)), others),)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0].data
+        in_shape, zero, gets = ctx.state
+        safe = x + zero
+        others = safe.prod(axis=ctx.attrs["dims"], keepdims=True) / safe
+        return ((_batched_reshape(ctx, g, in_shape) * gets) * others,)
+
+
+@tensor_method("prod")
+@implements(Prod, rename={"dims": "dim"})
+def prod(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    """The product over `dim` (an int, a list of ints, or None for all), as torch.prod.
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.from_slice([1.0, 2.0, 3.0, 4.0], [2, 2]).prod(dim=1).tolist()
+    [2.0, 12.0]
+    """
+    return apply(Prod, (x,), {"dims": _dims("prod", dim, x.ndim), "keepdim": bool(keepdim)})
+
+
+# -- amax / amin -------------------------------------------------------------------------------------------
+class TiesGrad(Op):
+    """dY · w(X, Y), w = [X = Y] / (the number of ties in X's reduced group): the gradient of amax, amin and the
+    inf-norms (with |X|), split evenly among tied extremes as PyTorch's amax. Built by this op from X and Y (not
+    as a raw array in a rule) so that a graph-cache replay recomputes it; w is piecewise constant in X and Y, so
+    the derivative in them is zero, and in dY it is this same weighting summed back to dY's shape."""
+
+    name = "ties_grad"
+    kind = "gradient"
+    rule = "dG = Σ dZ · w(X, Y), dX = dY = 0  (w = [X = Y] / the number of ties of the group)"
+    # the upstream gradient carries s, so the derivative in s checks this op's backward
+    examples = (Example(lambda x, s: first_grad(lambda a: mul(amax(a, 1), s), x), ((3, 4), (3,))),
+                Example(lambda x, s: first_grad(lambda a: mul(amin(a, (0, 2), keepdim=True), s), x),
+                        ((2, 3, 4), (1, 3, 1))),
+                Example(lambda x, s: first_grad(lambda a: mul(vector_norm(a, "inf", -1), s), x), ((2, 5), (2,))))
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, x: Any, y: Any) -> Any:
+        weight = _ties_weight(x, y, ctx.attrs["dims"], ctx.attrs["abs"])
+        ctx.state = (weight, g.shape)  # for this op's own backward (create_graph): the weights it applied
+        return g * weight
+
+    @staticmethod
+    def backward(ctx: Any, h: Any) -> tuple:
+        weight, g_shape = ctx.state
+        gg = sum_to(mul(h, Tensor._wrap(weight)), g_shape) if ctx.next[0] is not None else None
+        return gg, None, None
+
+
+def _ties_weight(x: Any, y: Any, dims: tuple[int, ...] | None, absolute: bool) -> Any:
+    """[X = Y] / the number of ties of X's group, in X's dtype (|X| for the inf-norms)."""
+    hit = (xp_of(x).abs(x) if absolute else x) == y
+    with _quiet(xp_of(x)):  # a group holding a nan has no hit: 0/0, a nan gradient as PyTorch's
+        return hit.astype(x.dtype) / hit.sum(axis=dims, keepdims=True).astype(x.dtype)
+
+
+def _ties_grad(g: Any, x: Any, y: Any, dims: tuple[int, ...] | None, absolute: bool = False) -> Any:
+    """The gradient dY of an extreme Y (both of X's rank) split among X's tied extremes (by TiesGrad)."""
+    return apply(TiesGrad, (g, Tensor._wrap(x.data), Tensor._wrap(y.data)), {"dims": dims, "abs": absolute})
+
+
+class _AExtreme(Op):
+    """amax/amin over dims (every dim when None); the gradient is split evenly among tied extremes."""
+
+    kind = "reduction"
+    keeps_finite = True
+    save_inputs = True
+    save_output = True
+    _reduce = "max"
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Any) -> Any:
+        dims = ctx.attrs["dims"]
+        if _count(x.shape, dims) == 0:
+            raise ShapeError(f"{cls.name}: cannot reduce over an empty dim of a tensor of shape {x.shape} "
+                             f"(dim {None if dims is None else list(dims)}; the reduction has no identity)")
+        return getattr(x, cls._reduce)(axis=dims, keepdims=ctx.attrs["keepdim"])
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        (x,) = ctx.saved_inputs
+        dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+        y = _restore_dims(ctx.output, x.shape, dims, keepdim)
+        return (_ties_grad(_restore_dims(g, x.shape, dims, keepdim), x, y, dims),)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0].data
+        dims = ctx.attrs["dims"]
+        y = _restore_dims(ctx.out_data, x.shape, dims, ctx.attrs["keepdim"])
+        return (_batched_reshape(ctx, g, x.shape) * _ties_weight(x, y, dims, False),)
+
+
+class Amax(_AExtreme):
+    name = "amax"
+    rule = "dX = dY at the max, split evenly among ties (0 elsewhere)"
+
+
+class Amin(_AExtreme):
+    name = "amin"
+    rule = "dX = dY at the min, split evenly among ties (0 elsewhere)"
+    _reduce = "min"
+
+
+def _amdims(name: str, dim: Any, ndim: int) -> tuple[int, ...] | None:
+    """amax/amin's dims: as PyTorch, an empty list means every dim."""
+    if isinstance(dim, list | tuple) and len(dim) == 0:
+        dim = None
+    return _dims(name, dim, ndim)
+
+
+@tensor_method("amax")
+@implements(Amax, rename={"dims": "dim"})
+def amax(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    """The largest value over `dim` (an int, a list of ints; None or [] for all), as torch.amax: the gradient is
+    split evenly among tied maxima.
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.from_slice([1.0, 5.0, 2.0, 0.0], [2, 2]).amax(dim=1).tolist()
+    [5.0, 2.0]
+    """
+    return apply(Amax, (x,), {"dims": _amdims("amax", dim, x.ndim), "keepdim": bool(keepdim)})
+
+
+@tensor_method("amin")
+@implements(Amin, rename={"dims": "dim"})
+def amin(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    """The smallest value over `dim` (an int, a list of ints; None or [] for all), as torch.amin: the gradient
+    is split evenly among tied minima.
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.from_slice([1.0, 5.0, 2.0, 0.0], [2, 2]).amin(dim=0).tolist()
+    [1.0, 0.0]
+    """
+    return apply(Amin, (x,), {"dims": _amdims("amin", dim, x.ndim), "keepdim": bool(keepdim)})
+
+
+# -- norm --------------------------------------------------------------------------------------------------
+class Norm(Op):
+    """The vector p-norm over dims, torch.linalg.vector_norm: (Σ|X|^p)^(1/p), max |X| for p = inf, min |X| for
+    -inf, the number of nonzeros for p = 0. Its gradient is 0 where the norm is 0, as PyTorch's."""
+
+    name = "norm"
+    kind = "reduction"
+    rule = "dX = dY · sign(X) · |X|^(p−1) / Y^(p−1)  (p = 2: dY · X / Y; inf: dY · sign(X) at the max |X|)"
+    save_inputs = True
+    save_output = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        p, dims, keepdim = ctx.attrs["p"], ctx.attrs["dims"], ctx.attrs["keepdim"]
+        if p == 2:
+            out = xp.sqrt((x * x).sum(axis=dims, keepdims=keepdim))
+            ctx.state = (_zeros_of(out, x.shape, dims, keepdim), None)
+            return out
+        a = xp.abs(x)
+        if p == 1:
+            return a.sum(axis=dims, keepdims=keepdim)
+        if math.isinf(p):
+            if _count(x.shape, dims) == 0:
+                raise ShapeError(f"norm: the {p}-norm over an empty dim of a tensor of shape {x.shape} is not "
+                                 f"defined (dim {None if dims is None else list(dims)})")
+            return (a.max if p > 0 else a.min)(axis=dims, keepdims=keepdim)
+        if p == 0:
+            return (x != 0).sum(axis=dims, keepdims=keepdim).astype(x.dtype)
+        with _quiet(xp):  # a negative p at a zero: inf, then 0, as PyTorch
+            out = (a**p).sum(axis=dims, keepdims=keepdim) ** (1.0 / p)
+        # what the rule divides by, with its zeros as 1 (no divide-by-zero warnings): Y, and |X| when p < 1
+        ctx.state = (_zeros_of(out, x.shape, dims, keepdim), (x == 0).astype(x.dtype) if p < 1 else None)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        (x,) = ctx.saved_inputs
+        p, dims, keepdim = ctx.attrs["p"], ctx.attrs["dims"], ctx.attrs["keepdim"]
+        y = _restore_dims(ctx.output, x.shape, dims, keepdim)
+        g = _restore_dims(g, x.shape, dims, keepdim)
+        if p == 2:
+            return (mul(x, mask_mul(div(g, add(y, Tensor._wrap(ctx.state[0]))), (y,), "sel_nonzero")),)
+        if p == 1:  # mask_mul wants dY of X's shape (its own backward does not sum a broadcast back)
+            return (mask_mul(expand(g, x.shape), (x,), "sign"),)
+        if math.isinf(p):
+            return (mask_mul(_ties_grad(g, x, y, dims, absolute=True), (x,), "sign"),)
+        if p == 0:
+            return (mul_scalar(x, 0.0),)
+        y_zero, x_zero = ctx.state
+        scale = mask_mul(div(g, pow_scalar(add(y, Tensor._wrap(y_zero)), p - 1)), (y,), "sel_nonzero")
+        if p < 1:  # |X|^(p-1) is inf at a zero, where the gradient is 0 (as PyTorch's)
+            power = mask_mul(pow_scalar(add(_abs(x), Tensor._wrap(x_zero)), p - 1), (x,), "sel_nonzero")
+        else:
+            power = pow_scalar(_abs(x), p - 1)
+        return (mask_mul(mul(power, scale), (x,), "sign"),)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        x = ctx.saved_inputs[0].data
+        xp = xp_of(x)
+        zero = x.dtype.type(0)
+        p, dims = ctx.attrs["p"], ctx.attrs["dims"]
+        y = _restore_dims(ctx.out_data, x.shape, dims, ctx.attrs["keepdim"])
+        g = _batched_reshape(ctx, g, x.shape)
+        if p == 2:
+            return (x * xp.where(y != 0, g / (y + ctx.state[0]), zero),)
+        if p == 1:
+            return (g * xp.sign(x),)
+        if math.isinf(p):
+            return ((g * _ties_weight(x, y, dims, True)) * xp.sign(x),)
+        if p == 0:
+            return (xp.broadcast_to(x * 0.0, (g.shape[0], *x.shape)),)
+        y_zero, x_zero = ctx.state
+        scale = xp.where(y != 0, g / (y + y_zero) ** (p - 1), zero)
+        if p < 1:
+            power = xp.where(x != 0, (xp.abs(x) + x_zero) ** (p - 1), zero)
+        else:
+            power = xp.abs(x) ** (p - 1)
+        return ((power * scale) * xp.sign(x),)
+
+
+def _norm_order(name: str, p: Any, dims: tuple[int, ...] | None) -> float:
+    if isinstance(p, str):
+        text = p.strip().lower()
+        if text in ("inf", "+inf", "-inf"):
+            return -math.inf if text[0] == "-" else math.inf
+        if text == "fro" and (dims is None or len(dims) <= 2):
+            return 2.0  # over one or two dims the Frobenius norm is the 2-norm of the entries
+        raise ValueError(f"{name}: p must be a number, 'inf', '-inf' or 'fro' (over at most 2 dims), got {p!r}")
+    if isinstance(p, bool) or not isinstance(p, int | float | np.number):
+        raise TypeError(f"{name}: p must be a number or 'inf', got {p!r} ({type(p).__name__})")
+    value = float(p)
+    if math.isnan(value):
+        raise ValueError(f"{name}: p must not be nan")
+    return value
+
+
+@implements(Norm, call=lambda x, p=2.0, dims=None, keepdim=False: vector_norm(x, p, dims, keepdim))
+def vector_norm(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False) -> Any:
+    """The vector `ord`-norm over `dim` (an int, a list of ints, or None for every element), as
+    torch.linalg.vector_norm: (Σ|x|^ord)^(1/ord); ord may be inf ("inf"), -inf or 0 (the count of nonzeros).
+
+    >>> from rtxviz import Tensor
+    >>> vector_norm(Tensor.from_slice([3.0, -4.0], [2])).item()
+    5.0
+    >>> vector_norm(Tensor.from_slice([3.0, -4.0, 1.0, 0.0], [2, 2]), "inf", dim=1).tolist()
+    [4.0, 1.0]
+    """
+    dims = _dims("norm", dim, x.ndim)
+    if x.dtype.kind != "f":
+        raise DTypeError(f"norm: expected a floating-point tensor, got dtype {x.dtype}")
+    return apply(Norm, (x,), {"p": _norm_order("norm", ord, dims), "dims": dims, "keepdim": bool(keepdim)})
+
+
+@tensor_method("norm")
+def norm(x: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Any:
+    """The `p`-norm of `x` over `dim` (every element when None), as Tensor.norm: "fro" (the default) is the
+    2-norm of the entries; p may be a number, "inf" or "-inf" (see `vector_norm`).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.from_slice([3.0, -4.0, 1.0, 0.0], [2, 2]).norm(p=1, dim=1).tolist()
+    [7.0, 1.0]
+    """
+    return vector_norm(x, p, dim, keepdim)
 
 
 # -- max / min ---------------------------------------------------------------------------------------------
