@@ -4,7 +4,7 @@ Python operators (+ - * / ** @) to Tensor."""
 
 from __future__ import annotations
 
-from . import arithmetic, broadcast, convert, linalg, nn, operators, reduction, shape, unary  # noqa: F401
+from . import arithmetic, broadcast, convert, linalg, nn, nn_attention, operators, reduction, shape, unary  # noqa: F401
 from ._base import OPS, REFERENCE, REFERENCE_OPS, Elementwise, Example, implements
 from .broadcast import BroadcastBinary
 
