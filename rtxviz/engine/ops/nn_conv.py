@@ -13,6 +13,9 @@ im2col lays the columns out as [N, C, kh, kw, Ho, Wo]: each kernel offset (i, j)
 the padded input, and the output [N, O, Ho·Wo] comes straight out of W[O, C·kh·kw] @ cols[N, C·kh·kw, Ho·Wo]
 already in NCHW order (no transpose copy). col2im adds the slices back, one kernel offset at a time (at
 stride 1 as contiguous runs of "wide rows", see `Plan`).
+
+conv1d is conv2d of height 1, and conv_transpose2d is conv2d_grad_input with its input in the place of dY: both
+run the same kernels, and their gradients are the same three ops.
 """
 
 from __future__ import annotations

@@ -1,10 +1,17 @@
-"""max_pool2d, avg_pool2d and embedding, each with a gradient op whose own backward is the forward again.
+"""max_pool2d, avg_pool2d, adaptive_avg_pool2d and embedding, each with a gradient op whose own backward is the
+forward again.
 
 - max_pool2d keeps the flat position of each window's maximum; its gradient `max_pool2d_scatter` adds dY at
   those positions, and the adjoint of that scatter is `max_pool2d_gather` (read at those positions).
-- avg_pool2d's gradient `avg_pool2d_grad` spreads dY/(kh·kw) over each window; its adjoint is avg_pool2d.
-- embedding gathers rows; its gradient `embedding_grad` scatter-adds rows (repeated ids accumulate), and the
-  adjoint of that is embedding again.
+- avg_pool2d's gradient `avg_pool2d_grad` spreads dY / (window size) over each window; its adjoint is avg_pool2d.
+- adaptive_avg_pool2d is separable and linear, Y = A_h·X·A_wᵀ; its gradient `adaptive_avg_pool2d_grad` is
+  A_hᵀ·dY·A_w, and the adjoint of that is adaptive_avg_pool2d again.
+- embedding gathers rows; its gradient `embedding_grad` scatter-adds rows (repeated ids accumulate; the row
+  padding_idx gets none), and the adjoint of that is embedding again.
+
+Padding, ceil mode and the divisors follow PyTorch (rtxviz/reference/FORMAT.md spells them out): max pads with
+-inf, avg with zeros; ceil mode's last windows may reach past the padded input (padded alike, and not counted
+in avg's divisor), and a last window that would start in the bottom or right padding is dropped.
 """
 
 from __future__ import annotations
