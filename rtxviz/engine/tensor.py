@@ -366,6 +366,9 @@ class Tensor:
         def abs(x: Any) -> Any:
             ...
 
+        def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | None]) -> Any:
+            """Average pooling of x [N, C, H, W] or [C, H, W] to [.., oh, ow] (PyTorch's F.adaptive_avg_pool2d): out…"""
+
         def add(a: Any, b: Any) -> Any:
             """a + b with broadcasting (a Python number b records `add_scalar`)."""
 
@@ -399,9 +402,15 @@ class Tensor:
         def atan2(a: Any, b: Any) -> Any:
             """The elementwise angle of the point (b, a), with broadcasting (torch.atan2)."""
 
-        def avg_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = None,
-                       padding: int | Pair = 0) -> Any:
-            """The mean of each kh×kw window of x [N, C, H, W] (zero padding counts, as PyTorch's default)."""
+        def avg_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0,
+                       ceil_mode: bool = False, count_include_pad: bool = True,
+                       divisor_override: int | None = None) -> Any:
+            """The mean of each kh×kw window of x [N, C, H, W], as PyTorch's F.avg_pool2d: zero padding counts unless"""
+
+        def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+                       weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+                       momentum: builtins.float = 0.1, eps: builtins.float = 1e-05) -> Any:
+            """Batch normalisation of input [N, C, ...] per channel, as PyTorch's F.batch_norm: with training, the b…"""
 
         def bmm(a: Tensor, b: Tensor) -> Any:
             """Batched matrix product of a [B, n, m] and b [B, m, p]: [B, n, p] (torch.bmm; batch sizes must agree)."""
@@ -427,9 +436,18 @@ class Tensor:
         def clip_(x: Tensor, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:
             """x clamped into [min, max], in place."""
 
+        def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 1, padding: int = 0,
+                   dilation: int = 1, groups: int = 1) -> Any:
+            """1-D cross-correlation of x [N, C, L] with weight [O, C/groups, k], plus bias [O] (PyTorch's F.conv1d)."""
+
         def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Pair = 1,
                    padding: int | Pair = 0, dilation: int | Pair = 1, groups: int = 1) -> Any:
             """2-D cross-correlation of x [N, C, H, W] with weight [O, C/groups, kh, kw], plus bias [O]."""
+
+        def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Pair = 1,
+                             padding: int | Pair = 0, output_padding: int | Pair = 0, groups: int = 1,
+                             dilation: int | Pair = 1) -> Any:
+            """The transposed 2-D convolution of x [N, C, H, W] with weight [C, O/groups, kh, kw], plus bias [O]"""
 
         def copy_(x: Tensor, src: Any) -> Tensor:
             """x's values replaced by `src` (broadcast to x's shape, cast to x's dtype and device), in place."""
@@ -494,6 +512,10 @@ class Tensor:
         def gelu(x: Any, approximate: str = 'none') -> Any:
             ...
 
+        def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+                       eps: builtins.float = 1e-05) -> Any:
+            """Group normalisation of input [N, C, ...] (PyTorch's F.group_norm): the C channels split into num_grou…"""
+
         def hypot(a: Any, b: Any) -> Any:
             """The elementwise length √(a² + b²) of the point (a, b), with broadcasting (torch.hypot)."""
 
@@ -502,6 +524,11 @@ class Tensor:
 
         def index_select(x: Any, dim: int, index: Any) -> Any:
             """The entries at `index` (1-D int64) along `dim`; repeats allowed, and their gradients add up."""
+
+        def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                          weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                          momentum: builtins.float = 0.1, eps: builtins.float = 1e-05) -> Any:
+            """Instance normalisation of input [N, C, ...] (PyTorch's F.instance_norm): each (sample, channel) norma…"""
 
         def inverse(A: Tensor) -> Any:
             """The inverse of A [.., n, n] (torch.linalg.inv); a singular matrix raises ShapeError."""
@@ -547,9 +574,9 @@ class Tensor:
         def max(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """The largest value over `dim` (values only), or over everything when dim is None."""
 
-        def max_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = None,
-                       padding: int | Pair = 0) -> Any:
-            """The maximum of each kh×kw window of x [N, C, H, W] (stride defaults to the kernel size)."""
+        def max_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0,
+                       dilation: int | Pair = 1, ceil_mode: bool = False) -> Any:
+            """The maximum of each kh×kw window of x [N, C, H, W] (stride defaults to the kernel size; padding count…"""
 
         def maximum(a: Any, b: Any) -> Any:
             """The elementwise maximum, with broadcasting."""
@@ -619,6 +646,11 @@ class Tensor:
 
         def rsub_scalar(x: Tensor, value: builtins.float) -> Any:
             """value - x."""
+
+        def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                         dropout_p: builtins.float = 0.0, is_causal: bool = False,
+                                         scale: builtins.float | None = None) -> Any:
+            """softmax(query·keyᵀ·scale + mask)·value, as PyTorch's F.scaled_dot_product_attention: query [.., L, E],"""
 
         def scatter_add(x: Any, dim: int, index: Any, src: Any) -> Any:
             """`x` with each ``src[i][j]`` added at position ``index[i][j]`` along `dim` (torch.scatter_add; for dim…"""

@@ -4,7 +4,6 @@ float32; the conformance runner's CLI, exit codes and its handling of malformed 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
 import subprocess
@@ -19,12 +18,14 @@ from rtxviz.engine.ops import REFERENCE
 REPO = Path(__file__).resolve().parents[2]
 OPS_DOC = json.loads(reference_path("ops.json").read_text())
 HIGHER_DOC = json.loads(reference_path("higher_order.json").read_text())
-HAS_FUNCTIONAL = importlib.util.find_spec("rtxviz.engine.functional") is not None
+V2_DOC = json.loads(reference_path("ops_v2.json").read_text())
+#: Every reference file shipped with the package (vocabulary v1 and v2): all run, in float64 and float32.
+SHIPPED = sorted(reference_path("ops.json").parent.glob("*.json"))
 
 
-def _case_params(doc: dict, xfail_reason: str | None = None) -> list:
-    marks = [pytest.mark.xfail(reason=xfail_reason, strict=False)] if xfail_reason else []
-    return [pytest.param(c, id=c["name"], marks=marks) for c in doc["cases"]]
+def _all_cases() -> list:
+    return [pytest.param(c, id=f"{path.stem}:{c['name']}") for path in SHIPPED
+            for c in json.loads(path.read_text())["cases"]]
 
 
 def _assert_passes(case: dict, dtype: str) -> None:
@@ -32,27 +33,21 @@ def _assert_passes(case: dict, dtype: str) -> None:
     assert result.passed, f"{case['name']} ({dtype}): {result.message}"
 
 
-@pytest.mark.parametrize("case", _case_params(OPS_DOC))
-def test_ops_float64(case: dict) -> None:
+@pytest.mark.parametrize("case", _all_cases())
+def test_every_shipped_case_float64(case: dict) -> None:
     _assert_passes(case, "float64")
 
 
-@pytest.mark.parametrize("case", _case_params(OPS_DOC))
-def test_ops_float32(case: dict) -> None:
+@pytest.mark.parametrize("case", _all_cases())
+def test_every_shipped_case_float32(case: dict) -> None:
     _assert_passes(case, "float32")
 
 
-_HIGHER_XFAIL = None if HAS_FUNCTIONAL else "rtxviz.engine.functional (Hessian/JacobianComputer) not written yet"
-
-
-@pytest.mark.parametrize("case", _case_params(HIGHER_DOC, _HIGHER_XFAIL))
-def test_higher_order_float64(case: dict) -> None:
-    _assert_passes(case, "float64")
-
-
 def test_reference_files_are_the_shared_ones() -> None:
-    assert len(OPS_DOC["cases"]) == 187 and len(HIGHER_DOC["cases"]) == 13
+    assert len(OPS_DOC["cases"]) == 187 and len(HIGHER_DOC["cases"]) == 13 and len(V2_DOC["cases"]) == 230
+    assert [p.name for p in SHIPPED] == ["higher_order.json", "ops.json", "ops_v2.json"]
     assert {"hessian", "jacobian"} <= {k for c in HIGHER_DOC["cases"] for k in c["expect"]}
+    assert {"hessian", "jacobian"} <= {k for c in V2_DOC["cases"] for k in c["expect"]}
 
 
 # -- hand-made files for the runner itself ---------------------------------------------------------------------

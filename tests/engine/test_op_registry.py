@@ -58,8 +58,6 @@ def test_every_op_declares_kind_rule_function_and_cases(name: str) -> None:
         assert op.reference in _shipped_ops(), f"{name}: no case in {SHIPPED} uses {op.reference!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="the v2 vocabulary of FORMAT.md is being added (issue 14); strict: it must "
-                   "start passing, and then this mark goes")
 def test_format_tables_and_registry_agree() -> None:
     documented, registered = _format_names(), set(REFERENCE)
     assert len(documented) > 50

@@ -14,6 +14,7 @@ from . import (  # noqa: F401 - registers the ops and attaches the methods
     inplace,
     linalg,
     nn,
+    nn_attention,
     numpy_interop,
     operators,
     reduction,

@@ -1,6 +1,7 @@
-"""Neural-network ops: softmax, log_softmax, layer_norm, losses, embedding, conv2d, pooling, dropout.
+"""Neural-network ops: softmax, log_softmax, normalisations (layer, batch, group, instance), losses, embedding,
+convolutions (conv1d, conv2d, conv_transpose2d), pooling, attention, dropout.
 
-The ops live in small modules by concern (nn_norm, nn_loss, nn_conv, nn_pool); this module gathers their
+The ops live in small modules by concern (nn_norm, nn_loss, nn_conv, nn_pool, nn_attention); this module gathers their
 functional forms, so `from rtxviz.engine.ops.nn import conv2d, cross_entropy` works.
 
 >>> from rtxviz import Tensor
@@ -10,12 +11,14 @@ functional forms, so `from rtxviz.engine.ops.nn import conv2d, cross_entropy` wo
 
 from __future__ import annotations
 
-from .nn_conv import conv2d
+from .nn_attention import scaled_dot_product_attention
+from .nn_conv import conv1d, conv2d, conv_transpose2d
 from .nn_loss import binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss
-from .nn_norm import dropout, layer_norm, log_softmax, softmax
-from .nn_pool import avg_pool2d, embedding, max_pool2d
+from .nn_norm import batch_norm, dropout, group_norm, instance_norm, layer_norm, log_softmax, softmax
+from .nn_pool import adaptive_avg_pool2d, avg_pool2d, embedding, max_pool2d
 
 __all__ = [
-    "avg_pool2d", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout", "embedding",
-    "l1_loss", "layer_norm", "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "softmax",
+    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
+    "conv_transpose2d", "cross_entropy", "dropout", "embedding", "group_norm", "instance_norm", "l1_loss",
+    "layer_norm", "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "scaled_dot_product_attention", "softmax",
 ]

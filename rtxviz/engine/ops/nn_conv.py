@@ -13,6 +13,9 @@ im2col lays the columns out as [N, C, kh, kw, Ho, Wo]: each kernel offset (i, j)
 the padded input, and the output [N, O, Ho·Wo] comes straight out of W[O, C·kh·kw] @ cols[N, C·kh·kw, Ho·Wo]
 already in NCHW order (no transpose copy). col2im adds the slices back, one kernel offset at a time (at
 stride 1 as contiguous runs of "wide rows", see `Plan`).
+
+conv1d is conv2d of height 1, and conv_transpose2d is conv2d_grad_input with its input in the place of dY: both
+run the same kernels, and their gradients are the same three ops.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from ..dtypes import is_float
 from ..errors import DTypeError, ShapeError
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import Example, implements, tensor_method
+from ._base import Example, constant, implements, tensor_method
 from .reduction import sum as _sum
+from .shape import cat, squeeze, unsqueeze
 
 Pair = tuple[int, int]
 
@@ -45,13 +49,14 @@ def out_size(size: int, k: int, s: int, p: int, d: int) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def pad2d(x: Any, ph: int, pw: int, value: float = 0.0) -> Any:
-    """x [N, C, H, W] with `value` borders of ph rows and pw columns (x itself when there is no padding)."""
-    if not ph and not pw:
+def pad2d(x: Any, ph: int, pw: int, value: float = 0.0, extra: Pair = (0, 0)) -> Any:
+    """x [N, C, H, W] with `value` borders of ph rows and pw columns, and `extra` more rows and columns at the
+    bottom and right (pooling's ceil mode); x itself when there is no padding."""
+    if not ph and not pw and not extra[0] and not extra[1]:
         return x
     n, c, h, w = x.shape
     xp = xp_of(x)
-    out = xp.full((n, c, h + 2 * ph, w + 2 * pw), value, dtype=x.dtype)
+    out = xp.full((n, c, h + 2 * ph + extra[0], w + 2 * pw + extra[1]), value, dtype=x.dtype)
     out[:, :, ph:ph + h, pw:pw + w] = x
     return out
 
@@ -290,6 +295,39 @@ def _check_nonneg_pair(op: str, label: str, v: Pair, minimum: int) -> None:
         raise ValueError(f"{op}: {label} must be >= {minimum}, got {v}")
 
 
+def _check_conv(op: str, x: Tensor, weight: Tensor, nd: int, groups: int) -> None:
+    """Dtypes and ranks of a convolution's input [N, C, *space] and weight (nd spatial dims)."""
+    if not isinstance(x, Tensor) or not is_float(x.dtype):
+        raise DTypeError(f"{op}: input must be a float32 or float64 Tensor, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)}")
+    if not isinstance(weight, Tensor) or weight.dtype != x.dtype:
+        raise DTypeError(f"{op}: weight must be a Tensor of the input's dtype {x.dtype}, got "
+                         f"{getattr(weight, 'dtype', type(weight).__name__)}")
+    space = "L" if nd == 1 else "H, W"
+    if x.ndim != nd + 2:
+        raise ShapeError(f"{op}: input must be [N, C, {space}] ({nd + 2} dims), got shape {x.shape}")
+    if weight.ndim != nd + 2:
+        kernel = "k" if nd == 1 else "kh, kw"
+        layout = f"[C, O/groups, {kernel}]" if "transpose" in op else f"[O, C/groups, {kernel}]"
+        raise ShapeError(f"{op}: weight must be {layout} ({nd + 2} dims), got shape {weight.shape}")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be an int >= 1, got {groups!r}")
+
+
+def _check_bias(op: str, bias: Tensor | None, o: int, x: Tensor) -> None:
+    if bias is None:
+        return
+    if not isinstance(bias, Tensor) or bias.dtype != x.dtype:
+        raise DTypeError(f"{op}: bias must be a Tensor of the input's dtype {x.dtype}, got "
+                         f"{getattr(bias, 'dtype', type(bias).__name__)}")
+    if tuple(bias.shape) != (o,):
+        raise ShapeError(f"{op}: bias must have shape ({o},) for {o} output channels, got {bias.shape}")
+
+
+def _with_bias(op: type, x: Tensor, weight: Tensor, bias: Tensor | None, attrs: dict) -> Any:
+    return apply(op, (x, weight) if bias is None else (x, weight, bias), attrs)
+
+
 @tensor_method("conv2d")
 @implements(Conv2d)
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Pair = 1,
@@ -305,15 +343,10 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | 
     _check_nonneg_pair(op, "stride", stride, 1)
     _check_nonneg_pair(op, "padding", padding, 0)
     _check_nonneg_pair(op, "dilation", dilation, 1)
-    if not is_float(x.dtype):
-        raise DTypeError(f"{op}: input must be float32 or float64, got {x.dtype}")
-    if x.ndim != 4:
-        raise ShapeError(f"{op}: input must be [N, C, H, W] (4 dims), got shape {x.shape}")
-    if weight.ndim != 4:
-        raise ShapeError(f"{op}: weight must be [O, C/groups, kh, kw] (4 dims), got shape {weight.shape}")
+    _check_conv(op, x, weight, 2, groups)
     n, c, h, w = x.shape
     o, cg, kh, kw = weight.shape
-    if groups < 1 or c % groups or o % groups:
+    if c % groups or o % groups:
         raise ShapeError(f"{op}: groups={groups} must divide both the input channels ({c}) and the output "
                          f"channels ({o}) (input {x.shape}, weight {weight.shape})")
     if cg * groups != c:
@@ -324,14 +357,196 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | 
         raise ShapeError(f"{op}: kernel ({ekh}, {ekw}) is larger than the padded input "
                          f"({h + 2 * padding[0]}, {w + 2 * padding[1]}) (input {x.shape}, weight {weight.shape}, "
                          f"padding {padding}, dilation {dilation})")
+    _check_bias(op, bias, o, x)
     attrs: dict = {"stride": stride, "padding": padding}
     if dilation != (1, 1):
         attrs["dilation"] = dilation
     if groups != 1:
         attrs["groups"] = groups
-    if bias is None:
-        return apply(Conv2d, (x, weight), attrs)
-    if tuple(bias.shape) != (o,):
-        raise ShapeError(f"{op}: bias must have shape ({o},) for {o} output channels, got {bias.shape}")
-    return apply(Conv2d, (x, weight, bias), attrs)
+    return _with_bias(Conv2d, x, weight, bias, attrs)
 
+
+# -- conv1d: conv2d on a height of 1 -----------------------------------------------------------------------------
+def _geom1d(attrs: dict) -> dict:
+    """conv1d's (stride, padding, dilation) as the attrs of the 2-D convolution of height 1 it runs."""
+    out = {"stride": (1, attrs["stride"]), "padding": (0, attrs["padding"])}
+    if attrs.get("dilation", 1) != 1:
+        out["dilation"] = (1, attrs["dilation"])
+    if attrs.get("groups", 1) != 1:
+        out["groups"] = attrs["groups"]
+    return out
+
+
+class Conv1d(Op):
+    """conv1d as conv2d of height 1: the same im2col, matmul and gradient ops (conv2d_grad_input/_weight)."""
+
+    name = "conv1d"
+    kind = "conv"
+    rule = "dX = conv_transpose1d(dY, W), dW = Σ dY ⋆ X (im2col), dB = Σ dY"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w: Any, b: Any = None) -> Any:
+        n, c, length = x.shape
+        pl = Plan((n, c, 1, length), (w.shape[0], w.shape[1], 1, w.shape[2]), *_geom(_geom1d(ctx.attrs)))
+        out, cols = _conv_forward(pl, x[:, :, None, :], w[:, :, None, :])
+        out = out.reshape(n, pl.o, pl.wo)
+        if b is not None:
+            out += b.reshape(1, -1, 1)
+        ctx.state = cols
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        inputs = ctx.saved_inputs
+        x, w = inputs[0], inputs[1]
+        geom = _geom1d(ctx.attrs)
+        g4 = unsqueeze(g, 2)
+        gx = gw = gb = None
+        if ctx.next[0] is not None:
+            gx = squeeze(apply(Conv2dGradInput, (g4, unsqueeze(w, 2)), {**geom, "input_size": (1, x.shape[2])}), 2)
+        if ctx.next[1] is not None:
+            gw = squeeze(apply(Conv2dGradWeight, (unsqueeze(x, 2), g4),
+                               {**geom, "kernel_size": (1, w.shape[2]), "cols": _Cached(ctx.state)}), 2)
+        if len(inputs) == 2:
+            return gx, gw
+        if ctx.next[2] is not None:
+            gb = _sum(g, (0, 2))
+        return gx, gw, gb
+
+
+def _single(op: str, label: str, v: Any, minimum: int) -> int:
+    if isinstance(v, list | tuple):
+        if len(v) != 1:
+            raise ValueError(f"{op}: {label} must be an int or a sequence of one int, got {v!r}")
+        v = v[0]
+    v = int(v)
+    if v < minimum:
+        raise ValueError(f"{op}: {label} must be >= {minimum}, got {v}")
+    return v
+
+
+@tensor_method("conv1d")
+@implements(Conv1d)
+def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 1, padding: int = 0,
+           dilation: int = 1, groups: int = 1) -> Any:
+    """1-D cross-correlation of x [N, C, L] with weight [O, C/groups, k], plus bias [O] (PyTorch's F.conv1d).
+
+    >>> from rtxviz import Tensor
+    >>> conv1d(Tensor.ones([1, 1, 4]), Tensor.ones([1, 1, 2]), padding=1).tolist()
+    [[[1.0, 2.0, 2.0, 2.0, 1.0]]]
+    """
+    op = "conv1d"
+    s, p, d = _single(op, "stride", stride, 1), _single(op, "padding", padding, 0), _single(op, "dilation", dilation, 1)
+    _check_conv(op, x, weight, 1, groups)
+    n, c, length = x.shape
+    o, cg, k = weight.shape
+    if c % groups or o % groups:
+        raise ShapeError(f"{op}: groups={groups} must divide both the input channels ({c}) and the output "
+                         f"channels ({o}) (input {x.shape}, weight {weight.shape})")
+    if cg * groups != c:
+        raise ShapeError(f"{op}: input has {c} channels but weight expects {cg * groups} "
+                         f"(input {x.shape}, weight {weight.shape}, groups={groups})")
+    ek = d * (k - 1) + 1
+    if ek > length + 2 * p:
+        raise ShapeError(f"{op}: kernel {ek} (dilated) is larger than the padded input {length + 2 * p} "
+                         f"(input {x.shape}, weight {weight.shape}, padding {p}, dilation {d})")
+    _check_bias(op, bias, o, x)
+    return _with_bias(Conv1d, x, weight, bias, {"stride": s, "padding": p, "dilation": d, "groups": groups})
+
+
+# -- conv_transpose2d: the adjoint of conv2d in its input ----------------------------------------------------------
+class ConvTranspose2d(Op):
+    """conv_transpose2d(x, w) is conv2d's input gradient with x in the place of dY (col2im of Wᵀ·x), so its
+    gradients are conv2d (in x) and conv2d_grad_weight (in w), and the three ops close under differentiation.
+
+    Its input always has the size conv2d of the output would give (the public function pads it with zero rows
+    and columns when output_padding reaches past the stride)."""
+
+    name = "conv_transpose2d"
+    kind = "conv"
+    rule = "dX = conv2d(dY, W), dW = Σ X ⋆ dY (im2col of dY), dB = Σ dY"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w: Any, b: Any = None) -> Any:
+        geom = _geom(ctx.attrs)
+        y_shape = (x.shape[0], w.shape[1] * geom[3], *ctx.attrs["output_size"])
+        out = _input_grad(Plan(y_shape, w.shape, *geom, wide=True), x, w)
+        if b is not None:
+            out += b.reshape(1, -1, 1, 1)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        inputs = ctx.saved_inputs
+        x, w = inputs[0], inputs[1]
+        geom = _geom_attrs(ctx.attrs)
+        gx = gw = gb = None
+        if ctx.next[0] is not None:
+            gx = apply(Conv2d, (g, w), geom)
+        if ctx.next[1] is not None:
+            gw = apply(Conv2dGradWeight, (g, x), {**geom, "kernel_size": tuple(w.shape[2:])})
+        if len(inputs) == 2:
+            return gx, gw
+        if ctx.next[2] is not None:
+            gb = _sum(g, (0, 2, 3))
+        return gx, gw, gb
+
+
+@tensor_method("conv_transpose2d")
+@implements(ConvTranspose2d)
+def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Pair = 1,
+                     padding: int | Pair = 0, output_padding: int | Pair = 0, groups: int = 1,
+                     dilation: int | Pair = 1) -> Any:
+    """The transposed 2-D convolution of x [N, C, H, W] with weight [C, O/groups, kh, kw], plus bias [O]
+    (PyTorch's F.conv_transpose2d, argument order included): the gradient of conv2d in its input.
+
+    The output is [N, O, (H - 1)·stride - 2·padding + dilation·(kh - 1) + output_padding + 1, ...].
+
+    >>> from rtxviz import Tensor
+    >>> conv_transpose2d(Tensor.ones([1, 1, 2, 2]), Tensor.ones([1, 1, 2, 2]), stride=2).shape
+    (1, 1, 4, 4)
+    >>> conv_transpose2d(Tensor.ones([1, 1, 2, 2]), Tensor.ones([1, 1, 2, 2])).tolist()
+    [[[[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]]]
+    """
+    op = "conv_transpose2d"
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    output_padding = _pair(output_padding)
+    _check_nonneg_pair(op, "stride", stride, 1)
+    _check_nonneg_pair(op, "padding", padding, 0)
+    _check_nonneg_pair(op, "output_padding", output_padding, 0)
+    _check_nonneg_pair(op, "dilation", dilation, 1)
+    _check_conv(op, x, weight, 2, groups)
+    n, c, h, w = x.shape
+    cw, og, kh, kw = weight.shape
+    if cw != c:
+        raise ShapeError(f"{op}: input has {c} channels but weight [C, O/groups, kh, kw] expects {cw} "
+                         f"(input {x.shape}, weight {weight.shape})")
+    if c % groups:
+        raise ShapeError(f"{op}: groups={groups} must divide the input channels ({c}) (input {x.shape}, "
+                         f"weight {weight.shape})")
+    for i in range(2):
+        if output_padding[i] >= max(stride[i], dilation[i]):
+            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} or "
+                             f"dilation {dilation}")
+    size = tuple((s - 1) * st - 2 * p + d * (k - 1) + op_ + 1 for s, st, p, d, k, op_ in
+                 zip((h, w), stride, padding, dilation, (kh, kw), output_padding, strict=True))
+    if size[0] < 1 or size[1] < 1:
+        raise ShapeError(f"{op}: the output size {size} is not positive (input {x.shape}, weight {weight.shape}, "
+                         f"stride {stride}, padding {padding}, dilation {dilation})")
+    o = og * groups
+    _check_bias(op, bias, o, x)
+    attrs: dict = {"stride": stride, "padding": padding, "output_size": size}
+    if dilation != (1, 1):
+        attrs["dilation"] = dilation
+    if groups != 1:
+        attrs["groups"] = groups
+    # An output_padding at or past the stride reaches rows no input row feeds: zero rows, so that conv2d of the
+    # output has the input's size again (the op's invariant).
+    ho, wo = (out_size(size[i], (kh, kw)[i], stride[i], padding[i], dilation[i]) for i in range(2))
+    if ho > h:
+        x = cat([x, constant(xp_of(x.data).zeros((n, c, ho - h, w), dtype=x.data.dtype))], 2)
+    if wo > w:
+        x = cat([x, constant(xp_of(x.data).zeros((n, c, ho, wo - w), dtype=x.data.dtype))], 3)
+    return _with_bias(ConvTranspose2d, x, weight, bias, attrs)

@@ -1,4 +1,4 @@
-"""softmax, log_softmax, layer_norm and dropout.
+"""softmax, log_softmax, layer_norm, batch_norm, group_norm, instance_norm and dropout.
 
 Rules read the saved output (softmax, log_softmax) so backward needs no recomputation. layer_norm keeps its
 normalised input and 1/std from forward for a plain backward, and recomputes them with differentiable ops only
@@ -7,6 +7,7 @@ when backward itself is being recorded (create_graph), so first-order stays chea
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from .arithmetic import add_scalar, mul, pow_scalar, sub
 from .broadcast import sum_to
 from .reduction import mean
 from .reduction import sum as _sum
+from .shape import reshape
 from .unary import exp
 
 
@@ -179,6 +181,346 @@ def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor 
         return apply(LayerNorm, (x, weight), attrs)
     return apply(LayerNorm, (x, weight, bias), attrs)
 
+
+
+# -- batch_norm / group_norm / instance_norm ------------------------------------------------------------------
+# One scheme for the three: x is viewed so that each statistic is one slice of `axes` (batch_norm: x itself,
+# every dim but 1; instance_norm: x itself, the positions; group_norm: [N, G, C/G·positions], the last dim), then
+# scaled by weight [C] and shifted by bias [C] per channel. Forward keeps X̂ (in the view's shape) and 1/σ; backward
+# is dX = (1/σ)·(dX̂ - mean(dX̂) - X̂·mean(dX̂·X̂)) over the same axes, with X̂ and 1/σ rebuilt from X by ops when
+# backward itself is recorded (create_graph), so that every order is exact.
+class Running:
+    """Running statistics (Tensors [C]) an op reads (eval) or updates in place (training, with momentum)."""
+
+    __slots__ = ("mean", "var", "momentum")
+
+    def __init__(self, mean: Tensor | None, var: Tensor | None, momentum: float | None = None) -> None:
+        self.mean, self.var, self.momentum = mean, var, momentum
+
+    def __repr__(self) -> str:
+        kind = "read" if self.momentum is None else f"momentum {self.momentum:g}"
+        return f"<running statistics, {kind}>"
+
+
+def _chan_shape(c: int, nd: int) -> tuple[int, ...]:
+    return (1, c) + (1,) * (nd - 2)
+
+
+def _layout(kind: str, shape: tuple[int, ...], attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(view, axes): the shape x is normalised in, and the axes of one statistic in it."""
+    nd = len(shape)
+    if kind == "batch":
+        return shape, (0,) + tuple(range(2, nd))
+    if kind == "instance":
+        return shape, tuple(range(2, nd))
+    return (shape[0], attrs["num_groups"], -1), (2,)
+
+
+def _reduced_axes(nd: int) -> tuple[int, ...]:
+    """Every axis but the channel's: where dW and dB sum."""
+    return (0,) + tuple(range(2, nd))
+
+
+def _update_running(running: Running, mean: Any, var: Any, count: int, c: int) -> None:
+    """running = (1 - momentum)·running + momentum·batch statistic (the variance unbiased), in place, as PyTorch;
+    per-sample statistics (instance_norm) are averaged over the batch first."""
+    m = running.momentum
+    mean_c = mean.reshape(-1, c).mean(axis=0)
+    var_c = var.reshape(-1, c).mean(axis=0) * (count / (count - 1))
+    for t, stat in ((running.mean, mean_c), (running.var, var_c)):
+        if t is not None:
+            t.data *= 1.0 - m
+            t.data += (m * stat).astype(t.data.dtype, copy=False)
+
+
+def _norm_forward(kind: str, ctx: Any, x: Any, w: Any, b: Any) -> Any:
+    attrs = ctx.attrs
+    nd, c = x.ndim, x.shape[1]
+    xp = xp_of(x)
+    running = attrs.get("running")
+    if kind == "batch" and not attrs["training"]:  # eval: the running statistics, per channel
+        mean = running.mean.data.astype(x.dtype, copy=False).reshape(_chan_shape(c, nd))
+        rstd = (1.0 / xp.sqrt(running.var.data.astype(x.dtype, copy=False) + attrs["eps"])).reshape(mean.shape)
+        xhat = (x - mean) * rstd
+        ctx.state = (xhat, rstd, mean)
+    else:
+        view, axes = _layout(kind, x.shape, attrs)
+        xv = x.reshape(view)
+        mean = xv.mean(axis=axes, keepdims=True)
+        xhat = xv - mean
+        var = (xhat * xhat).mean(axis=axes, keepdims=True)
+        rstd = 1.0 / xp.sqrt(var + attrs["eps"])
+        xhat *= rstd
+        ctx.state = (xhat, rstd)
+        if running is not None and running.momentum is not None:
+            _update_running(running, mean, var, xv.size // mean.size, c)
+        xhat = xhat.reshape(x.shape)
+    cs = _chan_shape(c, nd)
+    out = xhat * w.reshape(cs) if w is not None else xhat.copy()
+    if b is not None:
+        out += b.reshape(cs)
+    return out.astype(x.dtype, copy=False)
+
+
+def _norm_backward(kind: str, ctx: Any, g: Any) -> tuple:
+    inputs = ctx.saved_inputs
+    x = inputs[0]
+    w = inputs[1] if len(inputs) > 1 else None
+    nd, c = x.ndim, x.shape[1]
+    cs = _chan_shape(c, nd)
+    fixed = kind == "batch" and not ctx.attrs["training"]  # statistics that do not depend on X
+    view, axes = (x.shape, ()) if fixed else _layout(kind, x.shape, ctx.attrs)
+    if fixed:
+        rstd, mean_c = _const(ctx.state[1]), _const(ctx.state[2])
+        xhat = mul(sub(x, mean_c), rstd) if STATE.enabled else _const(ctx.state[0])
+    elif STATE.enabled:
+        # Recording the backward (create_graph): X̂ and 1/σ must be functions of X, not constants.
+        xv = reshape(x, view)
+        xc = sub(xv, mean(xv, axes, keepdim=True))
+        rstd = pow_scalar(add_scalar(mean(mul(xc, xc), axes, keepdim=True), ctx.attrs["eps"]), -0.5)
+        xhat = mul(xc, rstd)
+    else:
+        xhat, rstd = _const(ctx.state[0]), _const(ctx.state[1])
+    grads: list[Any] = [None] * len(inputs)
+    if ctx.next[0] is not None:
+        dxhat = g if w is None else mul(g, reshape(w, cs))
+        if fixed:
+            grads[0] = mul(dxhat, rstd)
+        else:
+            dv = reshape(dxhat, view)
+            inner = sub(sub(dv, mean(dv, axes, keepdim=True)), mul(xhat, mean(mul(dv, xhat), axes, keepdim=True)))
+            grads[0] = reshape(mul(rstd, inner), x.shape)
+    red = _reduced_axes(nd)
+    if w is not None and ctx.next[1] is not None:
+        grads[1] = _sum(mul(g, reshape(xhat, x.shape)), red)
+    if len(inputs) > 2 and ctx.next[2] is not None:
+        grads[2] = _sum(g, red)
+    return tuple(grads)
+
+
+def _norm_batched(kind: str, ctx: Any, g: Any) -> tuple:
+    """The batch rule: backward's first-order formula on raw arrays, the batch of gradients one more leading dim."""
+    inputs = ctx.saved_inputs
+    x = inputs[0].data
+    w = inputs[1].data if len(inputs) > 1 else None
+    nd, c, bsz = x.ndim, x.shape[1], g.shape[0]
+    cs = _chan_shape(c, nd)
+    xhat, rstd = ctx.state[0], ctx.state[1]
+    red = tuple(a + 1 for a in _reduced_axes(nd))
+    grads: list[Any] = [None] * len(inputs)
+    if ctx.next[0] is not None:
+        dxhat = g if w is None else g * w.reshape(cs)
+        if kind == "batch" and not ctx.attrs["training"]:
+            grads[0] = dxhat * rstd
+        else:
+            view, axes = _layout(kind, x.shape, ctx.attrs)
+            dv = dxhat.reshape((bsz, *xhat.shape))
+            axes1 = tuple(a + 1 for a in axes)
+            inner = dv - dv.mean(axis=axes1, keepdims=True) - xhat * (dv * xhat).mean(axis=axes1, keepdims=True)
+            grads[0] = (rstd * inner).reshape(g.shape)
+    if w is not None and ctx.next[1] is not None:
+        grads[1] = (g * xhat.reshape(x.shape)).sum(axis=red)
+    if len(inputs) > 2 and ctx.next[2] is not None:
+        grads[2] = g.sum(axis=red)
+    return tuple(grads)
+
+
+class BatchNorm(Op):
+    name = "batch_norm"
+    kind = "nn"
+    rule = ("dX = (1/σ)·(dX̂ - mean(dX̂) - X̂·mean(dX̂·X̂)) over all dims but C (training) or dX̂/σ (eval), "
+            "dX̂ = dY·W; dW = Σ dY·X̂; dB = Σ dY")
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w: Any = None, b: Any = None) -> Any:
+        return _norm_forward("batch", ctx, x, w, b)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return _norm_backward("batch", ctx, g)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        return _norm_batched("batch", ctx, g)
+
+
+class GroupNorm(Op):
+    name = "group_norm"
+    kind = "nn"
+    rule = "dX = (1/σ)·(dX̂ - mean(dX̂) - X̂·mean(dX̂·X̂)) over each group, dX̂ = dY·W; dW = Σ dY·X̂; dB = Σ dY"
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w: Any = None, b: Any = None) -> Any:
+        return _norm_forward("group", ctx, x, w, b)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return _norm_backward("group", ctx, g)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        return _norm_batched("group", ctx, g)
+
+
+class InstanceNorm(Op):
+    name = "instance_norm"
+    kind = "nn"
+    rule = ("dX = (1/σ)·(dX̂ - mean(dX̂) - X̂·mean(dX̂·X̂)) over each (sample, channel), dX̂ = dY·W; "
+            "dW = Σ dY·X̂; dB = Σ dY")
+    save_inputs = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Any, w: Any = None, b: Any = None) -> Any:
+        return _norm_forward("instance", ctx, x, w, b)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return _norm_backward("instance", ctx, g)
+
+    @staticmethod
+    def batched(ctx: Any, g: Any) -> tuple:
+        return _norm_batched("instance", ctx, g)
+
+
+def _check_channels(op: str, x: Tensor, **tensors: Tensor | None) -> int:
+    """x [N, C, ...] is a float Tensor; every given per-channel tensor is [C] of x's dtype. Returns C."""
+    _check_float(op, x)
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: input must be [N, C, ...] (at least 2 dims), got shape {x.shape}")
+    c = x.shape[1]
+    for label, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(t, Tensor) or t.dtype != x.dtype:
+            raise DTypeError(f"{op}: {label} must be a Tensor of the input's dtype {x.dtype}, got "
+                             f"{getattr(t, 'dtype', type(t).__name__)}")
+        if tuple(t.shape) != (c,):
+            raise ShapeError(f"{op}: {label} must have shape ({c},) for {c} channels (input {x.shape}), "
+                             f"got {t.shape}")
+    return c
+
+
+def _apply_norm(op: type, x: Tensor, weight: Tensor | None, bias: Tensor | None, attrs: dict) -> Any:
+    if weight is None and bias is None:
+        return apply(op, (x,), attrs)
+    if weight is None:  # a constant 1 keeps the inputs positional: (x, weight, bias)
+        weight = constant(xp_of(x.data).ones((x.shape[1],), dtype=x.data.dtype))
+    if bias is None:
+        return apply(op, (x, weight), attrs)
+    return apply(op, (x, weight, bias), attrs)
+
+
+def _check_momentum(op: str, momentum: Any) -> float:
+    if momentum is None or isinstance(momentum, bool) or not 0.0 <= float(momentum) <= 1.0:
+        raise ValueError(f"{op}: momentum must be a float in [0, 1], got {momentum!r} (a cumulative average, "
+                         "momentum None, is the modules' business: pass 1/num_batches_tracked)")
+    return float(momentum)
+
+
+@tensor_method("batch_norm")
+@implements(BatchNorm, call=lambda x, weight=None, bias=None, *, training, eps, running_mean, running_var:
+            batch_norm(x, _stat_tensor(running_mean, x), _stat_tensor(running_var, x), weight, bias, training,
+                       eps=eps))
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Any:
+    """Batch normalisation of input [N, C, ...] per channel, as PyTorch's F.batch_norm: with training, the batch
+    mean and biased variance over every dim but 1 (and running_mean / running_var, when given, updated in place:
+    (1 - momentum)·running + momentum·batch, the variance unbiased); without, running_mean and running_var.
+    Then (x - mean) / sqrt(var + eps) · weight + bias.
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.from_slice([1.0, 3.0, 2.0, 6.0], [2, 2])
+    >>> rm, rv = Tensor.zeros([2]), Tensor.ones([2])
+    >>> [round(v, 3) for v in batch_norm(x, rm, rv, training=True).tolist()[0]]
+    [-1.0, -1.0]
+    >>> [round(v, 3) for v in rm.tolist()], [round(v, 3) for v in rv.tolist()]  # 0.9 · old + 0.1 · batch
+    ([0.15, 0.45], [0.95, 1.35])
+    >>> [round(v, 3) for v in batch_norm(x, rm, rv).tolist()[0]]  # eval: the running statistics
+    [0.872, 2.195]
+    """
+    op = "batch_norm"
+    x = input
+    c = _check_channels(op, x, weight=weight, bias=bias)
+    for label, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if t is not None and (not isinstance(t, Tensor) or tuple(t.shape) != (c,)):
+            raise ShapeError(f"{op}: {label} must be a Tensor of shape ({c},) for {c} channels (input {x.shape}), "
+                             f"got {getattr(t, 'shape', type(t).__name__)}")
+    attrs: dict = {"training": bool(training), "eps": float(eps)}
+    if training:
+        if x.data.size // max(c, 1) <= 1:
+            raise ValueError(f"{op}: expected more than 1 value per channel when training, got input of shape "
+                             f"{x.shape}")
+        if running_mean is not None or running_var is not None:
+            attrs["running"] = Running(running_mean, running_var, _check_momentum(op, momentum))
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError(f"{op}: running_mean and running_var are needed when not training (eval mode uses "
+                             "them instead of the batch statistics)")
+        attrs["running"] = Running(running_mean, running_var)
+    return _apply_norm(BatchNorm, x, weight, bias, attrs)
+
+
+def _stat_tensor(values: Sequence[float] | None, like: Tensor) -> Tensor | None:
+    """A reference file's running statistics (a list of floats, or null) as a constant of the input's dtype."""
+    if values is None:
+        return None
+    return constant(xp_of(like.data).asarray(values, dtype=like.data.dtype))
+
+
+@tensor_method("group_norm")
+@implements(GroupNorm, call=lambda x, weight=None, bias=None, *, num_groups, eps:
+            group_norm(x, num_groups, weight, bias, eps))
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Any:
+    """Group normalisation of input [N, C, ...] (PyTorch's F.group_norm): the C channels split into num_groups
+    groups, each normalised by its mean and biased variance over its channels and all positions; then weight [C]
+    and bias [C] per channel.
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.from_slice([1.0, 3.0, 5.0, 9.0], [1, 4])
+    >>> [round(v, 3) for v in group_norm(x, 2).tolist()[0]]
+    [-1.0, 1.0, -1.0, 1.0]
+    """
+    op = "group_norm"
+    x = input
+    c = _check_channels(op, x, weight=weight, bias=bias)
+    g = operator.index(num_groups)
+    if g < 1 or c % g:
+        raise ShapeError(f"{op}: num_groups={g} must be >= 1 and divide the {c} channels (input {x.shape})")
+    return _apply_norm(GroupNorm, x, weight, bias, {"num_groups": g, "eps": float(eps)})
+
+
+@tensor_method("instance_norm")
+@implements(InstanceNorm, call=lambda x, weight=None, bias=None, *, eps:
+            instance_norm(x, weight=weight, bias=bias, eps=eps))
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None, bias: Tensor | None = None,
+                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Any:
+    """Instance normalisation of input [N, C, ...] (PyTorch's F.instance_norm): each (sample, channel) normalised
+    over its positions, then weight [C] and bias [C]. running_mean / running_var, when given, are updated in place
+    with the batch average of the per-instance statistics; use_input_stats=False normalises with them instead
+    (that is batch_norm in eval mode, and is recorded as such).
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.from_slice([1.0, 3.0, 2.0, 6.0], [1, 2, 2])
+    >>> [[round(v, 3) for v in row] for row in instance_norm(x).tolist()[0]]
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    """
+    op = "instance_norm"
+    x = input
+    c = _check_channels(op, x, weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
+    if not use_input_stats:
+        return batch_norm(x, running_mean, running_var, weight, bias, training=False, eps=eps)
+    if x.ndim < 3 or x.data.size // max(x.shape[0] * c, 1) <= 1:
+        raise ValueError(f"{op}: expected more than 1 spatial element per (sample, channel), got input of shape "
+                         f"{x.shape}")
+    attrs: dict = {"eps": float(eps)}
+    if running_mean is not None or running_var is not None:
+        attrs["running"] = Running(running_mean, running_var, _check_momentum(op, momentum))
+    return _apply_norm(InstanceNorm, x, weight, bias, attrs)
 
 
 # -- dropout ---------------------------------------------------------------------------------------------------
