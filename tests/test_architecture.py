@@ -46,7 +46,7 @@ ENGINE_FLOORS: list[set[str]] = [
     {"versions"},
     {"backward"},
     {"variable"},
-    {"graph"},
+    {"graph", "creation"},
     {"ops"},
     {"batched", "functional", "gradcheck"},
     {"checkpoint", "cache"},

@@ -14,7 +14,25 @@ from .cache import (
     run_cached,
 )
 from .checkpoint import CheckpointError, CheckpointManager, CheckpointStrategy, checkpoint, checkpoint_sequential
+from .creation import (
+    arange,
+    empty,
+    empty_like,
+    from_numpy,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
 from .device import Device, cuda_is_available
+from .dtypes import get_default_dtype, set_default_dtype
 from .errors import DeviceError, DimError, DTypeError, GraphError, RtxvizError, ShapeError
 from .functional import HessianComputer, JacobianComputer, hessian, hvp, jacobian, jvp, vjp
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -22,10 +40,13 @@ from .gradcheck import GradCheckResult, GradientChecker, gradcheck, gradgradchec
 from .graph import AutogradTape, BackwardContext, BackwardFunction, Op, TapeNode, apply, record_operation
 from .hooks import EngineHook, add_hook, remove_hook
 from .memory import memory_stats, reset_peak_memory_stats
-from .ops.shape import cat, stack, where
+from .ops.einsum import einsum
+from .ops.shape import cat, clone, stack, where
+from .ops.sorting import argsort, sort, topk
 from .random import manual_seed
 from .tensor import Tensor
 from .variable import Variable
+from .versions import InplaceError
 
 __all__ = [
     "AutogradTape", "BackwardContext", "BackwardFunction", "CheckpointError", "CheckpointManager",
@@ -37,4 +58,8 @@ __all__ = [
     "cuda_is_available", "enable_grad", "grad", "gradcheck", "gradgradcheck", "hessian", "hvp",
     "is_grad_enabled", "jacobian", "jvp", "manual_seed", "memory_stats", "no_grad", "record_operation",
     "remove_hook", "reset_peak_memory_stats", "run_backward", "set_grad_enabled", "stack", "vjp", "where",
+    # PyTorch's habits
+    "InplaceError", "arange", "argsort", "clone", "einsum", "empty", "empty_like", "from_numpy", "full", "full_like",
+    "get_default_dtype", "ones", "ones_like", "rand", "rand_like", "randn", "randn_like", "set_default_dtype", "sort",
+    "tensor", "topk", "zeros", "zeros_like",
 ]

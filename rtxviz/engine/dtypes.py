@@ -19,10 +19,33 @@ _BY_NAME: dict[str, np.dtype] = {"float32": float32, "float64": float64, "int64"
                                  "float": float32, "double": float64, "long": int64}
 
 
+_default = [DEFAULT_FLOAT]  # the dtype of new float tensors from Python values and of the constructors
+
+
+def get_default_dtype() -> np.dtype:
+    """The float dtype that Python numbers, lists and the constructors (zeros, randn...) get: float32 unless
+    `set_default_dtype` changed it (as torch.get_default_dtype)."""
+    return _default[0]
+
+
+def set_default_dtype(dtype: Any) -> None:
+    """Make `dtype` (float32 or float64) the default float dtype, as torch.set_default_dtype. numpy arrays keep
+    their own dtype.
+
+    >>> set_default_dtype("float64"); get_default_dtype().name
+    'float64'
+    >>> set_default_dtype("float32")
+    """
+    dt = as_dtype(dtype, "set_default_dtype")
+    if not is_float(dt):
+        raise DTypeError(f"set_default_dtype: the default must be float32 or float64, got {dt}")
+    _default[0] = dt
+
+
 def as_dtype(dtype: Any, where: str = "dtype") -> np.dtype:
-    """Normalise a dtype spec ('float32', np.float64, ...) to a supported numpy dtype."""
+    """Normalise a dtype spec ('float32', np.float64, ...) to a supported numpy dtype (None: the default float)."""
     if dtype is None:
-        return DEFAULT_FLOAT
+        return _default[0]
     if isinstance(dtype, str):
         found = _BY_NAME.get(dtype)
         if found is None:

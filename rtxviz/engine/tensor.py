@@ -23,12 +23,13 @@ import numpy as np
 from . import hooks as _hooks
 from . import random as _random
 from .device import CPU, Device, as_device, device_of, to_device, xp_of
-from .dtypes import as_dtype, float32, int64
-from .errors import DTypeError, ShapeError
+from .dtypes import as_dtype, float32, get_default_dtype, int64
+from .errors import DimError, DTypeError, ShapeError
 
 if TYPE_CHECKING:  # names in the declared signatures of the op methods (the class's generated block)
     from .ops.linalg import Slogdet
     from .ops.nn_conv import Pair
+    from .ops.sorting import Sorted
 
 ShapeLike = int | Sequence[int]
 
@@ -118,7 +119,7 @@ class Tensor:
             start, stop = 0, start
         if dtype is None:
             ints = all(isinstance(v, int) for v in (start, stop, step))
-            dtype = int64 if ints else float32
+            dtype = int64 if ints else get_default_dtype()
         dev = as_device(device)
         return Tensor._wrap(dev.xp.arange(start, stop, step, dtype=as_dtype(dtype, "Tensor.arange")))
 
@@ -151,9 +152,19 @@ class Tensor:
     def ndim(self) -> int:
         return self.data.ndim
 
-    @property
-    def size(self) -> int:
-        return self.data.size
+    def size(self, dim: int | None = None) -> Any:
+        """The shape (a tuple, as torch.Size), or the size of one `dim` (negative counts from the end). PyTorch's
+        meaning: the element count is `numel()`.
+
+        >>> Tensor.zeros([2, 3]).size(), Tensor.zeros([2, 3]).size(-1)
+        ((2, 3), 3)
+        """
+        shape = self.data.shape
+        if dim is None:
+            return shape
+        if not -len(shape) <= dim < len(shape):
+            raise DimError(f"size: dim {dim} is out of range for a tensor of {len(shape)} dim(s)")
+        return shape[dim]
 
     def numel(self) -> int:
         return int(self.data.size)
@@ -396,6 +407,9 @@ class Tensor:
         def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Tensor:
             """Index of the (first) smallest value over `dim`, or into the flattened tensor; int64, no gradient."""
 
+        def argsort(x: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+            """The indices that sort `x` along `dim` (int64, no gradient), as torch.argsort (stable)."""
+
         def atan(x: Any) -> Any:
             """The inverse tangent, elementwise, in (-π/2, π/2) (torch.atan)."""
 
@@ -435,6 +449,9 @@ class Tensor:
 
         def clip_(x: Tensor, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:
             """x clamped into [min, max], in place."""
+
+        def clone(x: Any) -> Any:
+            """A copy of `x` in its own buffer, differentiable (torch.clone)."""
 
         def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 1, padding: int = 0,
                    dilation: int = 1, groups: int = 1) -> Any:
@@ -572,7 +589,7 @@ class Tensor:
             """Matrix product with numpy's rules (1-D operands promoted, batch dims broadcast)."""
 
         def max(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-            """The largest value over `dim` (values only), or over everything when dim is None."""
+            """The largest value: over everything (a 0-d tensor) when dim is None, else over `dim` as the pair"""
 
         def max_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0,
                        dilation: int | Pair = 1, ceil_mode: bool = False) -> Any:
@@ -585,7 +602,7 @@ class Tensor:
             """Mean over `dim` (an int, a list of ints, or None for all)."""
 
         def min(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-            """The smallest value over `dim` (values only), or over everything when dim is None."""
+            """The smallest value: over everything when dim is None, else ``(values, indices)`` over `dim`."""
 
         def minimum(a: Any, b: Any) -> Any:
             """The elementwise minimum, with broadcasting."""
@@ -676,6 +693,9 @@ class Tensor:
         def softplus(x: Any) -> Any:
             ...
 
+        def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Sorted:
+            """``(values, indices)``: `x` sorted along `dim`, and where each value came from (torch.sort). Ties keep…"""
+
         def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
             """Pieces along `dim`: of `split_size` each (the last may be smaller), or of the listed sizes."""
 
@@ -709,6 +729,9 @@ class Tensor:
 
         def tanh(x: Any) -> Any:
             ...
+
+        def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Sorted:
+            """``(values, indices)`` of the `k` largest (or, `largest=False`, smallest) values along `dim` (torch.to…"""
 
         def trace(x: Tensor) -> Any:
             """The sum of the diagonal of a 2-D tensor, square or not (torch.trace)."""
@@ -753,13 +776,13 @@ def _to_array(data: Any, dtype: Any, device: Device | str | None, where: str) ->
         if kind is None:
             probe = np.asarray(data)
             kind = probe.dtype.kind
-            dtype = int64 if kind in "iu" else ("bool" if kind == "b" else float32)
+            dtype = int64 if kind in "iu" else ("bool" if kind == "b" else get_default_dtype())
         elif kind in "iu":
             dtype = int64
         elif kind == "b":
             dtype = "bool"
         elif kind == "f":
-            dtype = data.dtype if data.dtype.itemsize in (4, 8) else float32
+            dtype = data.dtype if data.dtype.itemsize in (4, 8) else get_default_dtype()
         else:
             raise DTypeError(f"{where}: unsupported dtype {data.dtype}")
     dt = as_dtype(dtype, where)

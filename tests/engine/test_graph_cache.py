@@ -365,7 +365,7 @@ def test_remaining_mask_rules_replay_from_new_data() -> None:
         h = x @ w
         # masks from the compare op (what `h > 0` is, once the comparison operators go through it)
         a = h.where(compare(h, 0.0, "__gt__"), h * h).masked_fill(compare(h, -0.5, "__lt__"), 0.25)
-        b = h.max(dim=1).sum() + h.min(dim=0, keepdim=True).sum() + h.max() - h.min()
+        b = h.max(dim=1).values.sum() + h.min(dim=0, keepdim=True).values.sum() + h.max() - h.min()
         c = nn.nll_loss(nn.log_softmax(nn.layer_norm(h, 5), 1), t)
         d = nn.cross_entropy(h, t, reduction="none", label_smoothing=0.1).sum()
         e = nn.max_pool2d(nn.conv2d(h.reshape(1, 1, 6, 5), v, padding=1), 3, 1).sum()

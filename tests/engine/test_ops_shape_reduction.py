@@ -128,11 +128,13 @@ def test_logsumexp_is_stable_and_keeps_float32():
 def test_max_min_values(name):
     f = getattr(np, name)
     t = Tensor(X)
-    np.testing.assert_array_equal(getattr(t, name)(dim=1).numpy(), f(X, axis=1))
-    np.testing.assert_array_equal(getattr(t, name)(dim=-1, keepdim=True).numpy(), f(X, axis=-1, keepdims=True))
+    values, indices = getattr(t, name)(dim=1)  # (values, indices), as PyTorch
+    np.testing.assert_array_equal(values.numpy(), f(X, axis=1))
+    np.testing.assert_array_equal(indices.numpy(), getattr(np, "arg" + name)(X, axis=1))
+    np.testing.assert_array_equal(getattr(t, name)(dim=-1, keepdim=True).values.numpy(), f(X, axis=-1, keepdims=True))
     assert getattr(t, name)().item() == f(X)
     assert getattr(t, name)().shape == ()
-    assert getattr(Tensor(np.float64(3.0)), name)(dim=0).item() == 3.0  # 0-d with dim 0, as PyTorch
+    assert getattr(Tensor(np.float64(3.0)), name)(dim=0).values.item() == 3.0  # 0-d with dim 0, as PyTorch
 
 
 def test_max_with_tensor_argument_is_maximum():
@@ -156,7 +158,7 @@ def test_reductions_on_non_contiguous_input():
     base = randn(4, 5)
     t = Tensor(base).transpose(0, 1)  # a strided view
     np.testing.assert_allclose(t.var(0).numpy(), base.T.var(axis=0, ddof=1))
-    np.testing.assert_allclose(t.max(dim=0).numpy(), base.T.max(axis=0))
+    np.testing.assert_allclose(t.max(dim=0).values.numpy(), base.T.max(axis=0))
     np.testing.assert_allclose(t.logsumexp(1).numpy(), np.log(np.exp(base.T).sum(axis=1)))
 
 
@@ -164,7 +166,7 @@ def test_zero_d_reductions():
     s = leaf(np.float64(1.5))
     assert s.sum(0).item() == 1.5 and s.mean(-1).item() == 1.5
     assert s.logsumexp(0).item() == 1.5
-    (g,) = rtxviz.grad(s.max(dim=0), [s])
+    (g,) = rtxviz.grad(s.max(dim=0).values, [s])
     assert g.item() == 1.0
 
 
@@ -183,12 +185,16 @@ def test_logsumexp_grad(dim, keepdim):
 @pytest.mark.parametrize("name", ["max", "min"])
 @pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), (-1, False)])
 def test_max_min_grad(name, dim, keepdim):
-    check_grads(lambda x: getattr(x, name)(dim=dim, keepdim=keepdim), X)
+    def f(x):  # over a dim: (values, indices), as PyTorch
+        out = getattr(x, name)(dim=dim, keepdim=keepdim)
+        return out if dim is None else out.values
+
+    check_grads(f, X)
 
 
 def test_max_gradient_goes_to_first_arg_max_and_ties_split_over_all():
     x = leaf([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]])
-    (g,) = rtxviz.grad(x.max(dim=1).sum(), [x])
+    (g,) = rtxviz.grad(x.max(dim=1).values.sum(), [x])
     assert g.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]  # as PyTorch's max(dim): the returned index
     y = leaf([1.0, 3.0, 3.0])
     (g,) = rtxviz.grad(y.max(), [y])
@@ -201,8 +207,8 @@ def test_reduction_second_order():
     check_second_order(lambda v: v.var(None, correction=0), x)
     check_second_order(lambda v: v.logsumexp(-1, keepdim=True), x)
     check_second_order(lambda v: v.logsumexp(), x)
-    check_second_order(lambda v: v.max(dim=0), x)
-    check_second_order(lambda v: v.min(dim=1, keepdim=True), x)
+    check_second_order(lambda v: v.max(dim=0).values, x)
+    check_second_order(lambda v: v.min(dim=1, keepdim=True).values, x)
 
 
 def test_logsumexp_hessian_is_softmax_jacobian():
@@ -309,7 +315,7 @@ def test_where_masked_fill_values():
 def test_shape_ops_keep_float32():
     t = Tensor(X.astype(np.float32))
     for out in (t.permute(2, 1, 0), t.narrow(0, 0, 1), t.squeeze(), cat([t, t], 1), stack([t, t]),
-                t.index_select(1, Tensor([0])), t[0, ::-1], t[t > 0], t.var(1), t.logsumexp(0), t.max(dim=2)):
+                t.index_select(1, Tensor([0])), t[0, ::-1], t[t > 0], t.var(1), t.logsumexp(0), t.max(dim=2).values):
         assert out.dtype == np.float32
 
 

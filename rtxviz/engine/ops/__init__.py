@@ -20,6 +20,7 @@ from . import (  # noqa: F401 - registers the ops and attaches the methods
     reduction,
     scan,
     shape,
+    sorting,
     unary,
 )
 from ._base import OPS, REFERENCE, REFERENCE_OPS, Elementwise, Example, implements

@@ -66,9 +66,9 @@ def _pnorm(x: Any, p: float, dim: int, keepdim: bool, floor: float | None = None
     if p == 1.0:
         n = _sum(a, dim, keepdim)
     elif p == math.inf:
-        n = _max(a, dim, keepdim)
+        n = _max(a, dim, keepdim).values
     elif p == -math.inf:
-        n = _min(a, dim, keepdim)
+        n = _min(a, dim, keepdim).values
     elif p == 0.0:  # the number of nonzero elements: no gradient, as in PyTorch
         ones = constant(xp_of(x.data).ones(x.shape, dtype=x.data.dtype))  # data-independent
         n = _sum(mask_mul(ones, (x,), "sel_nonzero"), dim, keepdim)

@@ -7,7 +7,7 @@ Backward rules re-insert the reduced dims (`_restore_dims`) so the gradient broa
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -666,7 +666,7 @@ class ExtremeGrad(Op):
     rule = "dG = Σ dZ · w(X), dX = 0  (w: 1 at the arg-extreme, ties split over everything)"
     save_inputs = True
     # the upstream gradient carries s, so the derivative in s checks this op's backward
-    examples = (Example(lambda x, s: first_grad(lambda a: mul(max(a, 1), s), x), ((3, 4), (3,))),
+    examples = (Example(lambda x, s: first_grad(lambda a: mul(max(a, 1).values, s), x), ((3, 4), (3,))),
                 Example(lambda x, s: first_grad(lambda a: mul(min(a), s), x), ((2, 3), ())))
 
     @staticmethod
@@ -716,29 +716,61 @@ def _values(result: Any) -> Any:
     return result[0] if isinstance(result, tuple) else result
 
 
+class MinMax(NamedTuple):
+    """What max/min over a dim return, as PyTorch's torch.return_types.max: ``values, indices = x.max(1)``."""
+
+    values: Any
+    indices: Any
+
+
 @tensor_method("max")
 @implements(Max, call=lambda x, dim=None, keepdim=False: _values(max(x, dim, keepdim)))
 def max(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    """The largest value over `dim` (values only), or over everything when dim is None.
-
-    `x.max(other_tensor)` is the elementwise `maximum`, as in PyTorch.
+    """The largest value: over everything (a 0-d tensor) when dim is None, else over `dim` as the pair
+    ``(values, indices)`` (`MinMax`), as in PyTorch. `x.max(other_tensor)` is the elementwise `maximum`.
 
     >>> from rtxviz import Tensor
-    >>> Tensor.from_slice([1.0, 5.0, 2.0, 0.0], [2, 2]).max(dim=1).tolist()
-    [5.0, 2.0]
+    >>> values, indices = Tensor.from_slice([1.0, 5.0, 2.0, 0.0], [2, 2]).max(dim=1)
+    >>> values.tolist(), indices.tolist()
+    ([5.0, 2.0], [1, 0])
     """
     if isinstance(dim, Tensor):
         return maximum(x, dim)
-    return _extreme(Max, x, dim, keepdim)
+    values = _extreme(Max, x, dim, keepdim)
+    return values if dim is None else MinMax(values, argmax(x, dim, keepdim))
 
 
 @tensor_method("min")
 @implements(Min, call=lambda x, dim=None, keepdim=False: _values(min(x, dim, keepdim)))
 def min(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    """The smallest value over `dim` (values only), or over everything when dim is None."""
+    """The smallest value: over everything when dim is None, else ``(values, indices)`` over `dim`."""
     if isinstance(dim, Tensor):
         return minimum(x, dim)
-    return _extreme(Min, x, dim, keepdim)
+    values = _extreme(Min, x, dim, keepdim)
+    return values if dim is None else MinMax(values, argmin(x, dim, keepdim))
+
+
+class ArgExtreme(Op):
+    """The position of the largest (argmax) or smallest (argmin) value: an int64 result, no gradient. An op (as
+    comparisons are), so that a graph-cache replay recomputes it from the new values."""
+
+    name = "arg_extreme"
+    kind = "index"
+    differentiable = False
+    rule = "no gradient (an index)"
+    examples = (Example(lambda x: argmax(x, 1), ((3, 4),)), Example(lambda x: argmin(x, None, True), ((2, 3),)))
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        a = ctx.attrs
+        out = getattr(x, a["which"])(axis=a["dim"])
+        if a["keepdim"]:
+            out = out.reshape((1,) * x.ndim) if a["dim"] is None else xp_of(x).expand_dims(out, a["dim"])
+        return xp_of(x).asarray(out).astype(int64, copy=False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:  # pragma: no cover - never recorded: its input is a plain Tensor
+        return (None,)
 
 
 def _arg_extreme(name: str, x: Any, dim: Any, keepdim: bool) -> Tensor:
@@ -747,22 +779,16 @@ def _arg_extreme(name: str, x: Any, dim: Any, keepdim: bool) -> Tensor:
         raise ShapeError(f"{name}: cannot take the {name} of an empty tensor of shape {x.shape}")
     if data.dtype.kind == "b":
         raise DTypeError(f"{name}: not defined for bool tensors")
-    if dim is None or data.ndim == 0:
-        if dim is not None:
-            norm_dim(name, dim, data.ndim)
-        out = getattr(data, name)()
-        if keepdim:
-            out = out.reshape((1,) * data.ndim)
-    else:
+    d = None
+    if dim is not None:
         d = norm_dim(name, dim, data.ndim)
-        out = getattr(data, name)(axis=d)
-        if keepdim:
-            out = xp_of(data).expand_dims(out, d)
-    xp = xp_of(data)
-    return Tensor._wrap(xp.asarray(out).astype(int64, copy=False))
+        if data.ndim == 0:
+            d = None
+    return apply(ArgExtreme, (Tensor._wrap(data),), {"which": name, "dim": d, "keepdim": bool(keepdim)})
 
 
 @tensor_method("argmax")
+@implements(ArgExtreme, reference=None)
 def argmax(x: Any, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) largest value over `dim`, or into the flattened tensor; an int64 Tensor with
     no gradient.

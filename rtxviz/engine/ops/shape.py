@@ -19,7 +19,7 @@ from ..device import xp_of
 from ..errors import DimError, DTypeError, ShapeError
 from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
-from ._base import Example, implements, norm_dim, norm_dims, tensor_method
+from ._base import Example, implements, norm_dim, norm_dims, own_rule_batched, tensor_method
 from .index import (  # noqa: F401 - re-exported: other modules import these names from here
     Compare,
     Gather,
@@ -96,6 +96,32 @@ def reshape(x: Any, *shape: Any) -> Any:
     if shape == x.data.shape:
         return x
     return apply(Reshape, (x,), {"shape": shape})
+
+
+class Clone(Op):
+    """A copy in a new buffer: writing to it in place leaves the original alone (torch.clone)."""
+
+    name = "clone"
+    kind = "shape"
+    keeps_finite = True
+    rule = "dX = dY"
+    examples = (Example(lambda x: clone(x), ((3, 2),)),)
+    batched = staticmethod(own_rule_batched)
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (g,)
+
+
+@tensor_method("clone")
+@implements(Clone, reference=None)
+def clone(x: Any) -> Any:
+    """A copy of `x` in its own buffer, differentiable (torch.clone)."""
+    return apply(Clone, (x,))
 
 
 class Transpose(Op):
