@@ -41,9 +41,11 @@ demo: setup
 	$(PY) examples/live_demo.py --serve
 
 # RTXVIZ_REQUIRE_NATIVE: here the compiled summaries must have been built (tests/events/test_stats.py checks)
-# `npm test` generates the types and runs `tsc --noEmit` (npm run typecheck) before the unit tests
+# `npm test` generates the types and runs `tsc --noEmit` (npm run typecheck) before the unit tests; mypy checks
+# the package's types (pyproject's [tool.mypy])
 test: setup system-deps
 	cd frontend && $(NPM_ENV) npm test
+	$(PY) -m mypy
 	RTXVIZ_REQUIRE_NATIVE=1 $(PY) -m pytest
 
 lint: setup

@@ -20,6 +20,7 @@ Views share their buffer, so they share its version (as PyTorch's version counte
 
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 from collections import deque
@@ -55,6 +56,11 @@ class _Writes:
 _BUFFERS: dict[int, _Writes] = {}  # id(root buffer) -> its writes; an entry goes when its buffer dies
 
 
+def _forget(key: int, _ref: object) -> None:
+    """The weakref callback: the buffer died, so its write record goes."""
+    _BUFFERS.pop(key, None)
+
+
 def _entry(array: Any) -> _Writes | None:
     root = root_of(array)
     e = _BUFFERS.get(id(root))
@@ -69,7 +75,7 @@ def bump(array: Any, site: str = "") -> None:
     e = _BUFFERS.get(key)
     if e is None or e.ref() is not root:
         try:
-            ref = weakref.ref(root, lambda _r, k=key: _BUFFERS.pop(k, None))
+            ref = weakref.ref(root, functools.partial(_forget, key))
         except TypeError:  # a buffer that takes no weak references (a numpy scalar): nothing can save it
             return
         e = _BUFFERS[key] = _Writes(ref)

@@ -36,7 +36,7 @@ def _pair(v: int | Sequence[int], name: str) -> tuple[int, int]:
     t = tuple(int(x) for x in v)
     if len(t) != 2:
         raise ValueError(f"{name}: expected an int or a pair of ints, got {v!r}")
-    return t  # type: ignore[return-value]
+    return t
 
 
 class Identity(Module):

@@ -157,9 +157,10 @@ class Hub:
 
     async def _replay(self, client: _Client, head: str, upto: int | None) -> None:
         """Send events from the store, from client.next_seq up to `upto` (None: everything stored now)."""
-        store = self.store
+        store, run_id = self.store, client.run_id
+        assert run_id is not None  # only a client that follows one run is replayed
         while True:
-            rows = await asyncio.to_thread(store.events, client.run_id, client.next_seq - 1, self.replay_chunk,
+            rows = await asyncio.to_thread(store.events, run_id, client.next_seq - 1, self.replay_chunk,
                                            None, None, upto)
             if not rows:
                 return

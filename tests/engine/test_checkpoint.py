@@ -24,6 +24,7 @@ from rtxviz.engine.checkpoint import (
 )
 from rtxviz.engine.errors import RtxvizError
 from rtxviz.engine.ops.linalg import MatMul
+from tests.finite_differences import numeric_grad
 
 S = CheckpointStrategy
 
@@ -98,13 +99,7 @@ def test_checkpoint_matches_finite_differences() -> None:
 
     x = var(x0)
     checkpoint(lambda t: (t.matmul(w)).tanh(), x).sum().backward()
-    eps = 1e-6
-    fd = np.zeros_like(x0)
-    for i in np.ndindex(x0.shape):
-        d = np.zeros_like(x0)
-        d[i] = eps
-        fd[i] = (f(x0 + d) - f(x0 - d)) / (2 * eps)
-    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(x.grad.numpy(), numeric_grad(f, x0), rtol=1e-6, atol=1e-8)
 
 
 def test_grad_function_through_checkpoint_leaves_dot_grad_alone() -> None:

@@ -13,6 +13,7 @@ from rtxviz import BackwardFunction, ShapeError, Tensor, Variable, grad
 from rtxviz.conformance import load_file, program, reference_path
 from rtxviz.engine.functional import HessianComputer, JacobianComputer, hessian, hvp, jacobian, jvp, vjp
 from rtxviz.engine.ops import REFERENCE
+from tests.finite_differences import numeric_jacobian
 
 
 def var(values, shape=None):
@@ -23,19 +24,6 @@ def var(values, shape=None):
 def t64(values, shape=None):
     a = np.asarray(values, dtype=np.float64)
     return Tensor(a if shape is None else a.reshape(shape))
-
-
-def numeric_jacobian(fn, x, eps=1e-6):
-    """d fn(x) / dx of a numpy function by central differences: shape fn(x).shape + x.shape."""
-    x = np.array(x, dtype=np.float64)
-    y0 = np.asarray(fn(x))
-    jac = np.zeros((y0.size, x.size))
-    for j in range(x.size):
-        d = np.zeros(x.size)
-        d[j] = eps
-        d = d.reshape(x.shape)
-        jac[:, j] = (np.asarray(fn(x + d)) - np.asarray(fn(x - d))).ravel() / (2 * eps)
-    return jac.reshape(y0.shape + x.shape)
 
 
 # -- repeated grad with create_graph ---------------------------------------------------------------------------

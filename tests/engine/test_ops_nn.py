@@ -21,6 +21,7 @@ from rtxviz.engine.ops.nn import (
     nll_loss,
     softmax,
 )
+from tests.finite_differences import numeric_grad_of
 
 RNG = np.random.default_rng(1234)
 
@@ -39,22 +40,6 @@ def ids(arr):
     return Tensor(np.asarray(arr, dtype=np.int64))
 
 
-def num_grad(f, arrays, i, eps=1e-6):
-    """Central differences of the scalar f(*arrays) with respect to arrays[i]."""
-    base = [a.copy() for a in arrays]
-    out = np.zeros_like(base[i])
-    flat = base[i].reshape(-1)
-    for k in range(flat.size):
-        old = flat[k]
-        flat[k] = old + eps
-        up = f(*base)
-        flat[k] = old - eps
-        down = f(*base)
-        flat[k] = old
-        out.reshape(-1)[k] = (up - down) / (2 * eps)
-    return out
-
-
 def check_grads(fn, arrays, atol=1e-6, wrt=None):
     """Autograd gradients of sum(fn(*vars) * R) against finite differences, for every input (or `wrt`)."""
     arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
@@ -69,7 +54,7 @@ def check_grads(fn, arrays, atol=1e-6, wrt=None):
     which = range(len(arrays)) if wrt is None else wrt
     got = grad([out], [vs[i] for i in which], [Tensor(r)])
     for i, g in zip(which, got, strict=True):
-        np.testing.assert_allclose(g.numpy(), num_grad(scalar, arrays, i), atol=atol, rtol=1e-5)
+        np.testing.assert_allclose(g.numpy(), numeric_grad_of(scalar, arrays, i), atol=atol, rtol=1e-5)
 
 
 def check_second_order(fn, x, atol=1e-5):
@@ -84,7 +69,7 @@ def check_second_order(fn, x, atol=1e-5):
     xv = v(x)
     (gx,) = grad([fn(xv)], [xv], create_graph=True)
     (hvp,) = grad([(gx * Tensor(u)).sum()], [xv])
-    want = num_grad(lambda a: float((first(a) * u).sum()), [x], 0)
+    want = numeric_grad_of(lambda a: float((first(a) * u).sum()), [x], 0)
     np.testing.assert_allclose(hvp.numpy(), want, atol=atol, rtol=1e-4)
 
 
@@ -398,7 +383,7 @@ def test_conv2d_second_order(stride):
         return float((grad([(conv2d(xv2, Tensor(warr), stride=stride, padding=1) ** 2).sum()], [xv2])[0].numpy()
                       * u).sum())
 
-    np.testing.assert_allclose(gw.numpy(), num_grad(first_x, [w], 0), atol=1e-5)
+    np.testing.assert_allclose(gw.numpy(), numeric_grad_of(first_x, [w], 0), atol=1e-5)
 
 
 def test_conv2d_float32_and_methods():

@@ -7,24 +7,13 @@ import pytest
 import rtxviz
 from rtxviz import DimError, DTypeError, ShapeError, Tensor, Variable
 from rtxviz.engine.ops.shape import cat, stack, where
+from tests.finite_differences import numeric_grad
 
 RNG = np.random.default_rng(0)
 
 
 def leaf(arr):
     return Variable.from_tensor(Tensor(np.asarray(arr, dtype=np.float64)))
-
-
-def fd_grad(f, x, eps=1e-6):
-    """Central finite differences of the scalar f at the float64 array x."""
-    x = np.array(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp.reshape(-1)[i] += eps
-        xm.reshape(-1)[i] -= eps
-        g.reshape(-1)[i] = (f(xp) - f(xm)) / (2 * eps)
-    return g
 
 
 def check_grads(op, *arrays, seed=1, atol=1e-6):
@@ -48,7 +37,7 @@ def check_grads(op, *arrays, seed=1, atol=1e-6):
             xs[i] = ai
             return loss(xs)
 
-        np.testing.assert_allclose(g.numpy(), fd_grad(f, a), atol=atol, rtol=1e-5, err_msg=f"input {i}")
+        np.testing.assert_allclose(g.numpy(), numeric_grad(f, a), atol=atol, rtol=1e-5, err_msg=f"input {i}")
     return op(*[Tensor(np.asarray(a, dtype=np.float64)) for a in arrays]).numpy()
 
 
@@ -71,10 +60,10 @@ def check_second_order(op, x, seed=2):
     g, v, total = first_grad(x, True)
     # the first gradient against finite differences of the function
     np.testing.assert_allclose(
-        g.numpy(), fd_grad(lambda a: (op(Tensor(a)).numpy() ** 3 * w).sum(), x), atol=1e-5, rtol=1e-5)
+        g.numpy(), numeric_grad(lambda a: (op(Tensor(a)).numpy() ** 3 * w).sum(), x), atol=1e-5, rtol=1e-5)
     u = rng.standard_normal(np.shape(x))
     (h,) = rtxviz.grad((g * Tensor(u)).sum(), [v], create_graph=True)
-    expected = fd_grad(lambda a: (first_grad(a, False)[0].numpy() * u).sum(), x)
+    expected = numeric_grad(lambda a: (first_grad(a, False)[0].numpy() * u).sum(), x)
     np.testing.assert_allclose(h.numpy(), expected, atol=1e-5, rtol=1e-5)
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import rtxviz
 from rtxviz import Tensor, Variable
+from tests.finite_differences import numeric_grad
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -45,14 +46,7 @@ def check_gradients(program: Program, arrays: dict[str, np.ndarray], seed: int, 
         leaf = leaves[name]
         got = np.zeros_like(a) if leaf.grad is None else leaf.grad.numpy()
         assert got.shape == a.shape, f"grad of {name}: shape {got.shape} != input shape {a.shape}"
-        want = np.zeros_like(a)
-        for idx in np.ndindex(a.shape):
-            plus, minus = dict(arrays), dict(arrays)
-            plus[name] = a.copy()
-            plus[name][idx] += eps
-            minus[name] = a.copy()
-            minus[name][idx] -= eps
-            want[idx] = (scalar(plus) - scalar(minus)) / (2 * eps)
+        want = numeric_grad(lambda v, name=name: scalar({**arrays, name: v}), a, eps)
         scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale * 100,
                                    err_msg=f"gradient of input {name!r}")

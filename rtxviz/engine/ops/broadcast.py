@@ -3,6 +3,7 @@ dims), and `BroadcastBinary`, the base class of the ops whose two inputs broadca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..device import xp_of
@@ -51,9 +52,8 @@ class BroadcastBinary(Op):
 
     kind = "broadcast_binary"
 
-    @staticmethod
-    def compute(a: Any, b: Any) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    #: the forward on raw arrays; subclasses set it (``compute = staticmethod(operator.add)``)
+    compute: Callable[[Any, Any], Any]
 
     @staticmethod
     def grads(ctx: TapeNode, g: Any) -> tuple:  # pragma: no cover - abstract
@@ -61,7 +61,10 @@ class BroadcastBinary(Op):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        compute, grads = cls.compute, cls.grads
+        compute: Callable[[Any, Any], Any] | None = getattr(cls, "compute", None)
+        if compute is None:  # an intermediate base (`_Extremum`): its subclasses bring the forward
+            return
+        grads = cls.grads
 
         def forward(ctx: TapeNode, a: Any, b: Any) -> Any:
             if a.shape != b.shape:
@@ -84,7 +87,7 @@ class BroadcastBinary(Op):
             return tuple(None if r is None else batched_sum_to(r, s) for r, s in zip(out, shapes, strict=True))
 
         cls.forward = staticmethod(forward)  # type: ignore[method-assign]
-        cls.backward = staticmethod(backward)  # type: ignore[method-assign]
+        cls.backward = staticmethod(backward)  # type: ignore[method-assign,assignment]
         cls.batched = staticmethod(batched)
 
 

@@ -51,4 +51,4 @@ def to(x: Variable, device: Device | str | None = None, dtype: Any = None) -> An
     return to_device_dtype(x, None if device is None else as_device(device), dtype)
 
 
-Variable.to = to  # type: ignore[assignment]  # the differentiable form overrides Tensor.to for Variables
+Variable.to = to  # type: ignore[method-assign]  # the differentiable form overrides Tensor.to for Variables

@@ -504,7 +504,7 @@ def _mask_array(op: str, mask: Any, like: Any) -> Any:
     dtype = getattr(mask.data if isinstance(mask, Tensor) else mask, "dtype", None)
     arr = _index_array(op, mask, like) if dtype is None or dtype.kind == "b" else None
     if arr is None or arr.dtype.kind != "b":
-        got = dtype if dtype is not None else arr.dtype
+        got = dtype if dtype is not None else getattr(arr, "dtype", None)
         raise DTypeError(f"{op}: the condition/mask must be a bool tensor, got dtype {got}")
     return arr
 

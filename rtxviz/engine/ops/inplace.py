@@ -64,7 +64,8 @@ def _apply_inplace(x: Tensor, op: str, compute: Callable[[Tensor], Any], *others
                                                                        for o in others))
     if records:
         # the op reads x's current value: give it its own copy, since x's buffer is about to change under it
-        source = x._wrap(x.data.copy(), x._node)
+        var: Any = x  # a Variable: only Variables record
+        source = var._wrap(x.data.copy(), var._node)
         source.requires_grad = x.requires_grad
         out = compute(source)
     else:
@@ -78,8 +79,8 @@ def _apply_inplace(x: Tensor, op: str, compute: Callable[[Tensor], Any], *others
     x.data[...] = result
     _versions.bump(x.data, _site(op))
     if records and out._node is not None:
-        x._node = out._node
-        x.requires_grad = True
+        var._node = out._node
+        var.requires_grad = True
     return x
 
 
@@ -222,4 +223,4 @@ def _version(x: Tensor) -> int:
     return _versions.version(x.data)
 
 
-Tensor._version = property(_version)  # type: ignore[attr-defined]
+Tensor._version = property(_version)  # type: ignore[method-assign,assignment]

@@ -190,7 +190,11 @@ def _class_state(ctx: Any, x: Any, t: Any) -> tuple[Any, Any, Any, Any, Any]:
     if valid is None and wt is None:
         scale = 1.0 / t.size if t.size else math.nan
         return tc, valid, wt, scale, xp.full(t.shape, scale, dtype=dtype)
-    total = wt.sum() if valid is None else valid.sum(dtype=dtype) if wt is None else xp.where(valid, wt, 0).sum()
+    if valid is None:
+        assert wt is not None  # both None returned above
+        total = wt.sum()
+    else:
+        total = valid.sum(dtype=dtype) if wt is None else xp.where(valid, wt, 0).sum()
     with np.errstate(divide="ignore"):
         scale = xp.reciprocal(total.astype(dtype, copy=False))  # torch: a mean over no rows (no weight) is nan
     coef = xp.full(t.shape, scale, dtype=dtype) if valid is None else \

@@ -225,6 +225,7 @@ def _update_running(running: Running, mean: Any, var: Any, count: int, c: int) -
     """running = (1 - momentum)·running + momentum·batch statistic (the variance unbiased), in place, as PyTorch;
     per-sample statistics (instance_norm) are averaged over the batch first."""
     m = running.momentum
+    assert m is not None  # callers update only with a momentum (a read has none)
     mean_c = mean.reshape(-1, c).mean(axis=0)
     var_c = var.reshape(-1, c).mean(axis=0) * (count / (count - 1))
     for t, stat in ((running.mean, mean_c), (running.var, var_c)):

@@ -93,15 +93,15 @@ def ge(self: Tensor, other: Any) -> Tensor:
 
 
 @tensor_method("__eq__")
-def eq(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
+def eq(self: Tensor, other: Any) -> Tensor:
     """self == other, elementwise (bool, no gradient): tensors hash by identity, as PyTorch's."""
     return compare(self, other, "__eq__")
 
 
 @tensor_method("__ne__")
-def ne(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
+def ne(self: Tensor, other: Any) -> Tensor:
     """self != other, elementwise (bool, no gradient)."""
     return compare(self, other, "__ne__")
 
 
-Tensor.__hash__ = object.__hash__  # type: ignore[method-assign]  # defining __eq__ would unset it
+Tensor.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]  # defining __eq__ would unset it

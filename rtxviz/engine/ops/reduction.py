@@ -704,7 +704,7 @@ class Min(_Extreme):
     _arg = "argmin"
 
 
-def _extreme(op: type, x: Any, dim: Any, keepdim: bool) -> Any:
+def _extreme(op: type[Op], x: Any, dim: Any, keepdim: bool) -> Any:
     if dim is not None:
         dim = norm_dim(op.name, dim, x.ndim)  # any integral (numpy.int64 too); raises TypeError otherwise
         if x.ndim == 0:
