@@ -394,3 +394,48 @@ def test_one_cycle_refuses_to_step_past_its_end_and_an_optimizer_without_momentu
         sched.step()
     with pytest.raises(ValueError, match=r"cycle_momentum needs an optimizer with momentum or betas; Adagrad"):
         OneCycleLR(Adagrad([Parameter(Tensor.zeros([1]))]), max_lr=1.0, total_steps=3)
+
+
+# -- the live view ------------------------------------------------------------------------------------------------
+class _Recorder:
+    """A transport that keeps the events a watched run sends."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def send(self, run, lines, dropped) -> None:
+        self.events.extend(json.loads(line) for line in lines)
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: NAdam(ps, lr=0.1),
+    lambda ps: RAdam(ps, lr=0.1, weight_decay=0.5, decoupled_weight_decay=True),  # reported by difference
+    lambda ps: Adagrad(ps, lr=0.1),
+    lambda ps: LBFGS(ps, max_iter=3, line_search_fn="strong_wolfe"),
+], ids=["NAdam", "RAdam-decoupled", "Adagrad", "LBFGS"])
+def test_a_watched_step_reports_the_update_it_made(make) -> None:
+    from rtxviz import events
+
+    rec = _Recorder()
+    w = Parameter(Tensor(np.array([3.0, -4.0])))
+    w.name = "w"
+    opt = make([w])
+
+    def closure() -> Variable:
+        opt.zero_grad()
+        loss = ((w - 1.0) ** 2).sum()
+        loss.backward()
+        return loss
+
+    before = w.numpy().copy()
+    with events.watch(transport=rec, flush_interval=0.01) as run, run.step(0):
+        if isinstance(opt, LBFGS):
+            opt.step(closure)
+        else:
+            closure()
+            opt.step()
+    (report,) = [e for e in rec.events if e["kind"] == "optimizer_step"]
+    (row,) = report["params"]
+    assert report["optimizer"] == type(opt).__name__
+    assert row["update_norm"] == pytest.approx(float(np.linalg.norm(w.numpy() - before)), rel=1e-6)
+    assert row["param_norm"] == pytest.approx(float(np.linalg.norm(w.numpy())), rel=1e-6)
