@@ -18,34 +18,37 @@ from .optimizer import Optimizer, ends_with_add_update
 
 
 def _check(name: str, lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> None:
-    if lr < 0:
-        raise ValueError(f"{name}: invalid learning rate {lr}")
-    if eps < 0:
-        raise ValueError(f"{name}: invalid eps {eps}")
-    if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-        raise ValueError(f"{name}: betas must be in [0, 1), got {betas}")
-    if weight_decay < 0:
-        raise ValueError(f"{name}: invalid weight_decay {weight_decay}")
+    """The checks PyTorch makes of the Adam family's arguments (`not x >= 0` also refuses NaN)."""
+    if not lr >= 0:
+        raise ValueError(f"{name}: invalid learning rate {lr} (must be >= 0)")
+    if not eps >= 0:
+        raise ValueError(f"{name}: invalid eps {eps} (must be >= 0)")
+    if len(betas) != 2 or not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+        raise ValueError(f"{name}: betas must be two numbers in [0, 1), got {tuple(betas)}")
+    if not weight_decay >= 0:
+        raise ValueError(f"{name}: invalid weight_decay {weight_decay} (must be >= 0)")
 
 
 class Adam(Optimizer):
     """m ← β₁m + (1−β₁)g; v ← β₂v + (1−β₂)g²; p ← p − lr/(1−β₁ᵗ) · m / (√v/√(1−β₂ᵗ) + ε).
 
-    weight_decay here is L2 (added to the gradient); use AdamW for decoupled decay.
+    weight_decay here is L2 (added to the gradient), unless `decoupled_weight_decay` (PyTorch's keyword; then
+    p ← p·(1 − lr·wd) first, which is AdamW).
     """
 
-    _decoupled = False
     exposes_updates = True
 
     def _exposes_updates(self) -> bool:
         # decoupled decay also scales the parameter: the update is then more than the array `_update` returns
-        return not (self._decoupled and any(g["weight_decay"] != 0 for g in self.param_groups))
+        return not any(g["decoupled_weight_decay"] and g["weight_decay"] != 0 for g in self.param_groups)
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False) -> None:
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False,
+                 *, decoupled_weight_decay: bool = False) -> None:
         _check(type(self).__name__, lr, betas, eps, weight_decay)
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
-                                  "amsgrad": amsgrad, "maximize": maximize})
+                                  "amsgrad": amsgrad, "maximize": maximize,
+                                  "decoupled_weight_decay": decoupled_weight_decay})
 
     @ends_with_add_update
     def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:
@@ -63,7 +66,7 @@ class Adam(Optimizer):
         state["step"] += 1
         step = state["step"]
         if wd != 0:
-            if self._decoupled:
+            if group["decoupled_weight_decay"]:
                 param *= 1 - lr * wd
             else:
                 grad = grad + wd * param
@@ -93,8 +96,6 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """Adam with decoupled weight decay: p ← p·(1 − lr·wd) before the Adam step (default wd 0.01)."""
 
-    _decoupled = True
-
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, decoupled_weight_decay=True)

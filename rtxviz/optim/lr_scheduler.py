@@ -1,7 +1,9 @@
-"""Learning-rate schedulers: StepLR and CosineAnnealingLR, with PyTorch's epoch counting.
+"""Learning-rate schedulers with PyTorch's epoch counting: LambdaLR, StepLR, MultiStepLR, ExponentialLR,
+LinearLR, CosineAnnealingLR (here), SequentialLR, OneCycleLR and ReduceLROnPlateau (their own modules).
 
 Call `scheduler.step()` once per epoch, after `optimizer.step()`. Creating a scheduler sets each group's
-"initial_lr" and counts as epoch 0.
+"initial_lr" and counts as epoch 0 (`scheduler_base.py`). The values follow PyTorch's recursive (chainable)
+formulas, so they agree with it step for step; `step(epoch)` uses the closed forms.
 
 >>> from rtxviz import Tensor
 >>> from rtxviz.nn import Parameter
@@ -13,51 +15,72 @@ Call `scheduler.step()` once per epoch, after `optimizer.step()`. Creating a sch
 ...     lrs.append(sched.get_last_lr()[0]); opt.step(); sched.step()
 >>> lrs
 [1.0, 1.0, 0.5, 0.5, 0.25]
+>>> opt = SGD([Parameter(Tensor.zeros([1]))], lr=1.0)
+>>> warmup = LinearLR(opt, start_factor=0.25, total_iters=3)
+>>> decay = ExponentialLR(opt, gamma=0.5)
+>>> sched = SequentialLR(opt, [warmup, decay], milestones=[3])
+>>> lrs = []
+>>> for _ in range(6):
+...     lrs.append(sched.get_last_lr()[0]); opt.step(); sched.step()
+>>> lrs
+[0.25, 0.5, 0.75, 1.0, 0.5, 0.25]
 """
 
 from __future__ import annotations
 
 import math
+import types
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from .one_cycle import OneCycleLR
 from .optimizer import Optimizer
+from .plateau import ReduceLROnPlateau
+from .scheduler_base import LRScheduler, per_group
+from .sequential import SequentialLR
+
+__all__ = ["CosineAnnealingLR", "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR",
+           "OneCycleLR", "ReduceLROnPlateau", "SequentialLR", "StepLR"]
 
 
-class LRScheduler:
-    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(self).__name__}: expected an Optimizer, got {type(optimizer).__name__}")
+def _current(optimizer: Optimizer) -> list[float]:
+    return [g["lr"] for g in optimizer.param_groups]
+
+
+class LambdaLR(LRScheduler):
+    """lr = base_lr · lr_lambda(epoch); one function for all groups or a list, one per group.
+
+    `state_dict()` keeps, as PyTorch's, the attributes of callable objects (None for plain functions).
+    """
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
+                 last_epoch: int = -1) -> None:
         self.optimizer = optimizer
-        for group in optimizer.param_groups:
-            if last_epoch == -1:
-                group.setdefault("initial_lr", group["lr"])
-            elif "initial_lr" not in group:
-                raise KeyError(f"{type(self).__name__}: resuming (last_epoch={last_epoch}) needs 'initial_lr' "
-                               "in every parameter group")
-        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
-        self.last_epoch = last_epoch
-        self._last_lr: list[float] = []
-        self.step()
+        self.lr_lambdas: list[Callable[[int], float]] = list(per_group("LambdaLR", "lr_lambda", optimizer,
+                                                                       lr_lambda))
+        for i, fn in enumerate(self.lr_lambdas):
+            if not callable(fn):
+                raise TypeError(f"LambdaLR: lr_lambda {i} should be a function, got {type(fn).__name__}")
+        super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        """The learning rates for epoch `self.last_epoch`."""
-        raise NotImplementedError
-
-    def step(self) -> None:
-        self.last_epoch += 1
-        lrs = self.get_lr()
-        for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
-            group["lr"] = lr
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
-
-    def get_last_lr(self) -> list[float]:
-        return list(self._last_lr)
+        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs, strict=True)]
 
     def state_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                               for fn in self.lr_lambdas]
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        lambdas = state.pop("lr_lambdas")
         self.__dict__.update(state)
+        for fn, saved in zip(self.lr_lambdas, lambdas, strict=True):
+            if saved is not None:
+                fn.__dict__.update(saved)
 
 
 class StepLR(LRScheduler):
@@ -70,15 +93,84 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        groups = self.optimizer.param_groups
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
-            return [g["lr"] for g in groups]
-        return [g["lr"] * self.gamma for g in groups]
+            return _current(self.optimizer)
+        return [lr * self.gamma for lr in _current(self.optimizer)]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """lr = base_lr · γ^(number of milestones reached); a milestone listed twice counts twice."""
+
+    def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
+        self.milestones = Counter(int(m) for m in milestones)
+        self.gamma = float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch not in self.milestones:
+            return _current(self.optimizer)
+        factor = self.gamma ** self.milestones[self.last_epoch]
+        return [lr * factor for lr in _current(self.optimizer)]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        milestones = sorted(self.milestones.elements())
+        return [base * self.gamma ** bisect_right(milestones, self.last_epoch) for base in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """lr = base_lr · γ^epoch."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
+        self.gamma = float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial:  # resuming must not advance the lr one epoch
+            return _current(self.optimizer)
+        return [lr * self.gamma for lr in _current(self.optimizer)]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base * self.gamma**self.last_epoch for base in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """lr = base_lr · (start_factor + (end_factor − start_factor) · min(epoch, total_iters) / total_iters): a
+    linear warm-up (or decay) over `total_iters` epochs, then constant."""
+
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
+                 total_iters: int = 5, last_epoch: int = -1) -> None:
+        if not 0 < start_factor <= 1:
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1], got {start_factor}")
+        if not 0 <= end_factor <= 1:
+            raise ValueError(f"LinearLR: end_factor must be in [0, 1], got {end_factor}")
+        if total_iters <= 0:
+            raise ValueError(f"LinearLR: total_iters must be positive, got {total_iters}")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        lrs = _current(self.optimizer)
+        if self.last_epoch == 0:
+            return [lr * self.start_factor for lr in lrs]
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return lrs
+        span = self.end_factor - self.start_factor
+        factor = 1.0 + span / (self.total_iters * self.start_factor + (self.last_epoch - 1) * span)
+        return [lr * factor for lr in lrs]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        span = self.end_factor - self.start_factor
+        return [base * (self.start_factor + span * min(self.total_iters, self.last_epoch) / self.total_iters)
+                for base in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
     """lr = η_min + (base_lr − η_min) · (1 + cos(π · epoch / T_max)) / 2, computed with PyTorch's recursive
-    (chainable) formula so the numbers agree with it step for step."""
+    (chainable) formula so the numbers agree with it step for step (past T_max it rises again)."""
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:
         if T_max <= 0:
@@ -88,10 +180,17 @@ class CosineAnnealingLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         groups, e, t, eta = self.optimizer.param_groups, self.last_epoch, self.T_max, self.eta_min
-        if e == 0:
-            return [g["lr"] for g in groups]
+        if self._is_initial:
+            return _current(self.optimizer)
+        if self._step_count == 1 and e > 0:  # the first step after resuming: the closed form
+            return [eta + (base - eta) * (1 + math.cos(e * math.pi / t)) / 2 for base in self.base_lrs]
         if (e - 1 - t) % (2 * t) == 0:
             return [g["lr"] + (base - eta) * (1 - math.cos(math.pi / t)) / 2
                     for base, g in zip(self.base_lrs, groups, strict=True)]
         return [(1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t)) * (g["lr"] - eta) + eta
                 for g in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base in self.base_lrs]
+

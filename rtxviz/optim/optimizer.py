@@ -7,7 +7,7 @@ Updates run on the raw arrays (`param.data`, `param.grad.data`) in place with th
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ from ..accel import add_measured as _add_measured  # p += u and both norms in on
 from ..engine import hooks as _hooks
 from ..engine import versions as _versions
 from ..engine.device import xp_of
+from ..engine.grad_mode import enable_grad
 from ..engine.tensor import Tensor
 from ..engine.variable import Variable
 
@@ -87,8 +88,11 @@ class Optimizer:
     def _exposes_updates(self) -> bool:
         return self.exposes_updates
 
-    def step(self) -> None:
-        """Update every parameter that has a gradient.
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient; return what `closure` returned (None without one).
+
+        `closure`, as PyTorch's, re-evaluates the model (clear the gradients, compute the loss, backward, return
+        the loss); it runs first, with grad mode on even inside ``no_grad``.
 
         While hooks are attached, the step is reported: ``optimizer_step_begin(optimizer, exposes_updates)``
         and ``optimizer_step_end(optimizer, updates)``, `updates` being [(parameter, update array, squares)]
@@ -97,6 +101,10 @@ class Optimizer:
         parameter after the update and of the update, measured in the same pass as the addition when the
         native kernel could do it, else None.
         """
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
         if _hooks.ACTIVE:
             exposes = self._exposes_updates()
             _hooks.emit("optimizer_step_begin", optimizer=self, exposes_updates=exposes)
@@ -105,8 +113,9 @@ class Optimizer:
                 self._step(updates)
             finally:
                 _hooks.emit("optimizer_step_end", optimizer=self, updates=updates)
-            return
+            return loss
         self._step(None)
+        return loss
 
     def _step(self, updates: list | None = None) -> None:
         # Measure while adding only where `_update` is a built-in one that ends with `_add_update` (marked by
@@ -166,8 +175,7 @@ class Optimizer:
         state = {}
         for pid, st in self.state.items():
             if pid in index:
-                state[index[pid]] = {k: (Tensor._wrap(v).numpy().copy() if hasattr(v, "shape") and
-                                         not isinstance(v, np.generic) else v) for k, v in st.items()}
+                state[index[pid]] = {k: _exported(v) for k, v in st.items()}
         groups = []
         for g in self.param_groups:
             entry = {k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
@@ -189,20 +197,22 @@ class Optimizer:
         self.state = {}
         for key, st in state_dict["state"].items():
             p = params[int(key)]
-            restored = {}
-            for name, v in st.items():
-                if hasattr(v, "shape") and not isinstance(v, np.generic) and getattr(v, "ndim", 0) > 0:
-                    arr = v.data if isinstance(v, Tensor) else v
-                    if tuple(arr.shape) != tuple(p.shape):
-                        raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} of parameter "
-                                         f"{key} has shape {tuple(arr.shape)}, the parameter has {p.shape}")
-                    v = Tensor._wrap(arr).to(p.device, p.data.dtype).data.copy()
-                restored[name] = v
-            self.state[id(p)] = restored
+            self.state[id(p)] = {name: self._restored(name, v, p, key) for name, v in st.items()}
         for saved, mine in zip(groups, self.param_groups, strict=True):
             for k, v in saved.items():
                 if k != "params":
                     mine[k] = v
+
+    def _restored(self, name: str, value: Any, param: Variable, key: Any) -> Any:
+        """One loaded state entry, as this optimizer keeps it: an array of the parameter's shape moved to its
+        device and dtype (a copy), anything else as it is. LBFGS overrides this (its state is flat vectors)."""
+        if _is_array(value) and getattr(value, "ndim", 0) > 0:
+            arr = value.data if isinstance(value, Tensor) else value
+            if tuple(arr.shape) != tuple(param.shape):
+                raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} of parameter "
+                                 f"{key} has shape {tuple(arr.shape)}, the parameter has {param.shape}")
+            return Tensor._wrap(arr).to(param.device, param.data.dtype).data.copy()
+        return value
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -212,3 +222,18 @@ class Optimizer:
                 if k != "params":
                     lines.append(f"    {k}: {g[k]}")
         return "\n".join(lines) + "\n)"
+
+
+def _is_array(value: Any) -> bool:
+    """A numpy/cupy array or a Tensor (not a numpy scalar, which has a shape too)."""
+    return hasattr(value, "shape") and not isinstance(value, np.generic)
+
+
+def _exported(value: Any) -> Any:
+    """A state entry as `state_dict` hands it out: arrays as numpy copies (also inside lists, as LBFGS keeps its
+    history), anything else as it is."""
+    if _is_array(value):
+        return Tensor._wrap(value.data if isinstance(value, Tensor) else value).numpy().copy()
+    if isinstance(value, list):
+        return [_exported(v) for v in value]
+    return value

@@ -1,0 +1,75 @@
+"""SequentialLR: run schedulers one after another, switching at milestones, as PyTorch's.
+
+At a milestone the next scheduler restarts from its epoch 0 (its closed form there, e.g. LinearLR's
+start_factor · base_lr). The example is in `lr_scheduler.py`'s docstring.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+from .optimizer import Optimizer
+from .plateau import ReduceLROnPlateau
+from .scheduler_base import LRScheduler, check_optimizer
+
+
+class SequentialLR(LRScheduler):
+    """`schedulers[i]` runs from `milestones[i-1]` to `milestones[i]`; all must drive `optimizer`."""
+
+    def __init__(self, optimizer: Optimizer, schedulers: list[LRScheduler], milestones: list[int],
+                 last_epoch: int = -1) -> None:
+        check_optimizer("SequentialLR", optimizer)
+        if len(schedulers) < 1:
+            raise ValueError("SequentialLR: expects at least one scheduler, got none")
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError(f"SequentialLR: scheduler {i} ({type(s).__name__}) has no optimizer")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(f"SequentialLR: scheduler {i} is a ReduceLROnPlateau, whose step needs a metric")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"SequentialLR: scheduler {i} ({type(s).__name__}) drives another optimizer")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR: expects one milestone fewer than schedulers, got {len(schedulers)} "
+                             f"schedulers and {len(milestones)} milestones")
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        # construction stepped every scheduler once: go back to the start, and step only the first one
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        self._undo(self)
+        idx = bisect_right(self._milestones, 0)
+        self._schedulers[idx]._initial_step()
+        self._last_lr = self._schedulers[idx].get_last_lr()
+
+    def _undo(self, sched: Any) -> None:
+        """Take back the initial step of every scheduler inside (recursively, for nested SequentialLRs)."""
+        if sched is not self and not hasattr(sched, "_schedulers"):
+            sched.last_epoch -= 1
+            return
+        for s in sched._schedulers:
+            self._undo(s)
+
+    def step(self) -> None:  # type: ignore[override]
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            scheduler._update_lr(0)  # the next scheduler starts at its epoch 0
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, st in zip(self._schedulers, saved, strict=True):
+            s.load_state_dict(st)
