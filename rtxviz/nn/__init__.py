@@ -1,4 +1,4 @@
-"""rtxviz.nn: modules, layers, losses, initialisation, gradient clipping and .npz save/load.
+"""rtxviz.nn: modules, layers, losses, initialisation, gradient clipping and .npz save/load, as torch.nn.
 
 >>> from rtxviz import Tensor, manual_seed
 >>> from rtxviz import nn
@@ -13,31 +13,30 @@
 from __future__ import annotations
 
 from . import functional, init
-from .layers import (
-    GELU,
-    AvgPool2d,
-    Conv2d,
-    Dropout,
-    Embedding,
-    Flatten,
-    Identity,
-    LayerNorm,
-    Linear,
-    MaxPool2d,
-    ModuleList,
-    ReLU,
-    Sequential,
-    Sigmoid,
-    Tanh,
-)
-from .losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
-from .module import ROOT_NAME, Module, Parameter, StateDictError
+from .module import ROOT_NAME, Module, Parameter, RemovableHandle, StateDictError
 from .serialization import load, load_into, save
 from .utils import clip_grad_norm_, clip_grad_value_
 
 __all__ = [
-    "GELU", "ROOT_NAME", "AvgPool2d", "BCEWithLogitsLoss", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding",
-    "Flatten", "Identity", "L1Loss", "LayerNorm", "Linear", "MSELoss", "MaxPool2d", "Module", "ModuleList",
-    "NLLLoss", "Parameter", "ReLU", "Sequential", "Sigmoid", "StateDictError", "Tanh", "clip_grad_norm_",
-    "clip_grad_value_", "functional", "init", "load", "load_into", "save",
+    "ROOT_NAME", "Module", "Parameter", "RemovableHandle", "StateDictError", "clip_grad_norm_", "clip_grad_value_",
+    "functional", "init", "load", "load_into", "save",
 ]
+
+# -- layers, containers and losses (issue 14: the course's modules) ----------------------------------------------
+from .layers import *  # noqa: F403 - the layer files, listed in layers.__all__
+from .layers import __all__ as _layers_all
+from .losses import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
+
+__all__ += [*_layers_all, "BCELoss", "BCEWithLogitsLoss", "CosineEmbeddingLoss", "CrossEntropyLoss", "HuberLoss",
+            "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss"]

@@ -18,7 +18,7 @@ attached to a module whose path is already known), not on every call.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,38 @@ class StateDictError(RtxvizError, ValueError):
     """A state dict (or saved file) that does not fit the model: missing or unexpected keys, shapes, dtypes."""
 
 
+_HOOK_IDS = itertools.count()
+
+
+class RemovableHandle:
+    """What `register_forward_hook` and `register_forward_pre_hook` return: `remove()` takes the hook off
+    (again is harmless); as a context manager it removes the hook on leaving, as PyTorch's handle.
+
+    >>> from rtxviz.nn import Identity
+    >>> seen = []
+    >>> m = Identity()
+    >>> with m.register_forward_hook(lambda mod, args, out: seen.append(out)):
+    ...     _ = m(1)
+    >>> _ = m(2)
+    >>> seen
+    [1]
+    """
+
+    __slots__ = ("_registry", "id")
+
+    def __init__(self, registry: dict[int, Any]) -> None:
+        self._registry, self.id = registry, next(_HOOK_IDS)
+
+    def remove(self) -> None:
+        self._registry.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
 class Module:
     """Base class of every layer and model: subclass it, assign Parameters and Modules as attributes, and
     implement `forward`. Call the module (not `forward`) so the ops it runs are tagged with its path.
@@ -89,6 +121,9 @@ class Module:
         d["_parameters"] = {}
         d["_modules"] = {}
         d["_buffers"] = {}
+        d["_non_persistent"] = set()
+        d["_forward_hooks"] = {}
+        d["_forward_pre_hooks"] = {}
         d["training"] = True
         d["_path"] = None
         d["_version"] = next(_STRUCTURE_VERSIONS)
@@ -177,10 +212,23 @@ class Module:
         else:
             setattr(self, name, param)
 
-    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
-        """A non-trainable tensor that belongs to the module's state (saved, moved by `to`)."""
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A non-trainable tensor that belongs to the module's state (moved by `to`; saved in the state dict
+        unless `persistent` is False), as BatchNorm's running statistics. None registers the name without a
+        tensor (no state-dict key), as PyTorch's track_running_stats=False does."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"{type(self).__name__}.register_buffer: the name must be a non-empty string without "
+                           f"'.', got {name!r}")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"{type(self).__name__}.register_buffer({name!r}): expected a Tensor or None, got "
+                            f"{type(tensor).__name__}")
         self.__dict__.pop(name, None)
         self._buffers[name] = tensor
+        non_persistent = self.__dict__.setdefault("_non_persistent", set())
+        if persistent:
+            non_persistent.discard(name)
+        else:
+            non_persistent.add(name)
         self._bump()
 
     def add_module(self, name: str, module: Module | None) -> None:
@@ -233,9 +281,62 @@ class Module:
             _hooks.trace("module_call", module=self, training=d["training"])
         restore = module_scope(path)
         try:
-            return self.forward(*args, **kwargs)
+            pre_hooks = d.get("_forward_pre_hooks")
+            if pre_hooks:
+                for hook in list(pre_hooks.values()):
+                    result = hook(self, args)
+                    if result is not None:  # as PyTorch: a returned non-tuple is the single argument
+                        args = result if isinstance(result, tuple) else (result,)
+            output = self.forward(*args, **kwargs)
+            hooks = d.get("_forward_hooks")
+            if hooks:
+                for hook in list(hooks.values()):
+                    result = hook(self, args, output)
+                    if result is not None:
+                        output = result
+            return output
         finally:
             restore()
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False) -> RemovableHandle:
+        """Call `hook(module, args)` before each forward; a value it returns replaces the positional arguments
+        (a tuple, or one value). Returns a handle whose `remove()` takes the hook off.
+
+        >>> from rtxviz.nn import Identity
+        >>> m = Identity()
+        >>> handle = m.register_forward_pre_hook(lambda mod, args: (args[0] * 10,))
+        >>> m(2)
+        20
+        >>> handle.remove()
+        >>> m(2)
+        2
+        """
+        return self._add_hook("_forward_pre_hooks", hook, prepend)
+
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False) -> RemovableHandle:
+        """Call `hook(module, args, output)` after each forward; a value it returns replaces the output.
+        Returns a handle whose `remove()` takes the hook off.
+
+        >>> from rtxviz.nn import Identity
+        >>> m = Identity()
+        >>> _ = m.register_forward_hook(lambda mod, args, out: out + 1)
+        >>> m(2)
+        3
+        """
+        return self._add_hook("_forward_hooks", hook, prepend)
+
+    def _add_hook(self, registry_name: str, hook: Callable[..., Any], prepend: bool) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"{type(self).__name__}.{registry_name.strip('_')[:-1]}: the hook must be callable, got "
+                            f"{type(hook).__name__}")
+        registry = self.__dict__.setdefault(registry_name, {})
+        handle = RemovableHandle(registry)
+        registry[handle.id] = hook
+        if prepend:  # dicts keep insertion order: rebuild with the new hook first
+            items = list(registry.items())
+            registry.clear()
+            registry.update([items[-1], *items[:-1]])
+        return handle
 
     # -- traversal ----------------------------------------------------------------------------------------
     def children(self) -> Iterator[Module]:
@@ -247,6 +348,40 @@ class Module:
         for name, m in self._modules.items():
             if m is not None:
                 yield name, m
+
+    def get_submodule(self, target: str) -> Module:
+        """The module at dotted path `target` relative to this one ("" is this module).
+
+        >>> from rtxviz.nn import Linear, Sequential
+        >>> Sequential(Linear(2, 2), Sequential(Linear(2, 3))).get_submodule("1.0").out_features
+        3
+        """
+        mod: Module = self
+        if not target:
+            return mod
+        for part in target.split("."):
+            child = mod._modules.get(part)
+            if child is None:
+                raise AttributeError(f"{type(mod).__name__} has no submodule {part!r} (looking up {target!r})")
+            mod = child
+        return mod
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call `fn` on every submodule (children first, as PyTorch) and then on this module; returns self.
+        The usual use is custom initialisation.
+
+        >>> from rtxviz.nn import Linear, Sequential, init
+        >>> def zero_linear(m):
+        ...     if isinstance(m, Linear):
+        ...         init.zeros_(m.weight)
+        >>> net = Sequential(Linear(2, 2), Linear(2, 1)).apply(zero_linear)
+        >>> net[1].weight.tolist()
+        [[0.0, 0.0]]
+        """
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
         """Every module of the tree, this one first (name ""), each once, in definition order."""
@@ -295,9 +430,19 @@ class Module:
 
     # -- modes and gradients ------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
-        """Training mode (dropout active); returns self."""
-        for m in self.modules():
-            m.__dict__["training"] = bool(mode)
+        """Training mode (dropout active, BatchNorm on batch statistics) for this module and, recursively, its
+        children (each child's own `train`, so an override is honoured); returns self.
+
+        >>> from rtxviz.nn import Dropout, Sequential
+        >>> net = Sequential(Dropout(), Sequential(Dropout())).eval()
+        >>> [m.training for m in net.modules()]
+        [False, False, False, False]
+        """
+        if not isinstance(mode, bool):
+            raise ValueError(f"{type(self).__name__}.train: mode must be a bool, got {mode!r}")
+        self.__dict__["training"] = mode
+        for child in self.children():
+            child.train(mode)
         return self
 
     def eval(self) -> Module:
@@ -353,19 +498,28 @@ class Module:
         return self.to(dtype="float32")
 
     # -- state --------------------------------------------------------------------------------------------
+    def _state_entries(self) -> Iterator[tuple[str, Tensor]]:
+        """(key, parameter or persistent buffer) in PyTorch's state-dict order: module by module (pre-order),
+        each module's parameters, then its buffers; each tensor once."""
+        seen: set[int] = set()
+        for mname, mod in self.named_modules():
+            skip = mod.__dict__.get("_non_persistent", ())
+            entries = list(mod._parameters.items()) + [(k, b) for k, b in mod._buffers.items() if k not in skip]
+            for key, t in entries:
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{mname}.{key}" if mname else key), t
+
     def state_dict(self) -> dict[str, Tensor]:
-        """Every parameter and buffer by relative name, as plain Tensors sharing the module's memory.
+        """Every parameter and persistent buffer by relative name, as plain Tensors sharing the module's memory,
+        in PyTorch's order (module by module: parameters, then buffers).
 
         >>> from rtxviz.nn import Linear
-        >>> sorted(Linear(2, 3).state_dict())
-        ['bias', 'weight']
+        >>> list(Linear(2, 3).state_dict())
+        ['weight', 'bias']
         """
-        out: dict[str, Tensor] = {}
-        for name, p in self.named_parameters():
-            out[name] = Tensor._wrap(p.data)
-        for name, b in self.named_buffers():
-            out[name] = Tensor._wrap(b.data)
-        return out
+        return {name: Tensor._wrap(t.data) for name, t in self._state_entries()}
 
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> tuple[list[str], list[str]]:
         """Copy values into the parameters and buffers, in place (on each one's own device).
@@ -374,8 +528,7 @@ class Module:
         checked before anything is written, so a refused load leaves the model unchanged. Returns
         (missing_keys, unexpected_keys).
         """
-        targets: dict[str, Tensor] = dict(self.named_parameters())
-        targets.update(self.named_buffers())
+        targets: dict[str, Tensor] = dict(self._state_entries())
         missing = [k for k in targets if k not in state]
         unexpected = [k for k in state if k not in targets]
         if strict and (missing or unexpected):

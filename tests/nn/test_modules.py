@@ -97,7 +97,12 @@ def test_loss_rejects_unknown_reduction() -> None:
 def test_functional_reexports() -> None:
     from rtxviz.engine.ops import nn as ops_nn
 
-    assert F.cross_entropy is ops_nn.cross_entropy and F.conv2d is ops_nn.conv2d
+    # the ops themselves where the signatures agree; PyTorch's argument order where they do not (weight third)
+    assert F.layer_norm is ops_nn.layer_norm and F.batch_norm is ops_nn.batch_norm
+    logits, target, w = _t([[0.3, -1.0, 2.0], [1.0, 0.5, -0.5]]), Tensor([2, 0]), _t([1.0, 2.0, 3.0])
+    assert F.cross_entropy(logits, target, w).item() == pytest.approx(
+        ops_nn.cross_entropy(logits, target, weight=w).item(), rel=1e-12)
+    assert F.cross_entropy(logits, target, w).item() != pytest.approx(ops_nn.cross_entropy(logits, target).item())
     assert F.relu(Tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
     with pytest.raises(AttributeError):
         F.not_an_op  # noqa: B018

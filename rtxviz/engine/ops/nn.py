@@ -13,12 +13,24 @@ from __future__ import annotations
 
 from .nn_attention import scaled_dot_product_attention
 from .nn_conv import conv1d, conv2d, conv_transpose2d
-from .nn_loss import binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss
-from .nn_norm import batch_norm, dropout, group_norm, instance_norm, layer_norm, log_softmax, softmax
+from .nn_loss import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cosine_embedding_loss,
+    cross_entropy,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
+from .nn_norm import batch_norm, dropout, dropout2d, group_norm, instance_norm, layer_norm, log_softmax, softmax
 from .nn_pool import adaptive_avg_pool2d, avg_pool2d, embedding, max_pool2d
 
 __all__ = [
-    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
-    "conv_transpose2d", "cross_entropy", "dropout", "embedding", "group_norm", "instance_norm", "l1_loss",
+    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "conv1d", "conv2d", "conv_transpose2d", "cosine_embedding_loss", "cross_entropy", "huber_loss", "kl_div",
+    "smooth_l1_loss", "dropout", "dropout2d", "embedding", "group_norm", "instance_norm", "l1_loss",
     "layer_norm", "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "scaled_dot_product_attention", "softmax",
 ]

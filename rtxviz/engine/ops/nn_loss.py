@@ -2,8 +2,8 @@
 
 Single ops with their own rules: cross_entropy (class targets), nll_loss, mse_loss, binary_cross_entropy,
 smooth_l1_loss, huber_loss and kl_div. Composed of other ops, so every derivative comes from those:
-cross_entropy with class-probability targets (reference name cross_entropy_soft), l1_loss and
-binary_cross_entropy_with_logits.
+cross_entropy with class-probability targets (reference name cross_entropy_soft), l1_loss,
+binary_cross_entropy_with_logits and cosine_embedding_loss.
 
 Class targets are int64 index tensors. They ride in the op's attrs (as an `IndexArg`) rather than as a
 second input, because every tensor input of an op shares one dtype; the forward also accepts them as a
@@ -32,7 +32,7 @@ from .reduction import mean
 from .reduction import sum as _sum
 from .shape import reshape
 from .unary import abs as _abs
-from .unary import clamp, exp, log, softplus
+from .unary import clamp, exp, log, softplus, sqrt
 
 _REDUCTIONS = ("mean", "sum", "none")
 _T3 = Tensor(np.array([2, 0, 3]))  # class targets of the examples below
@@ -611,6 +611,45 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Any:
     _check_reduction("l1_loss", reduction)
     _broadcast_check("l1_loss", input, target)
     return _reduce(_abs(sub(input, target)), reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Any, margin: float = 0.0,
+                          reduction: str = "mean") -> Any:
+    """1 - cos(x1, x2) where the target is 1, max(0, cos(x1, x2) - margin) where it is -1, for rows x1, x2 of
+    [N, D] (or [D] with a 0-d target); cos = Σ x1·x2 / sqrt((Σ x1² + ε)(Σ x2² + ε)), ε = 1e-12, as PyTorch's
+    F.cosine_embedding_loss. Composed of elementwise ops, sums and a `where` on the target (not differentiated).
+
+    >>> from rtxviz import Tensor
+    >>> a, b = Tensor.from_slice([1.0, 0.0, 1.0, 1.0], [2, 2]), Tensor.from_slice([0.0, 1.0, 1.0, 1.0], [2, 2])
+    >>> [round(v, 4) for v in cosine_embedding_loss(a, b, Tensor([1, -1]), reduction="none").tolist()]
+    [1.0, 1.0]
+    """
+    from .index import compare, where  # the index ops sit beside the losses; imported where used
+
+    op = "cosine_embedding_loss"
+    _check_float(op, "input1", input1)
+    _check_float(op, "input2", input2)
+    _check_reduction(op, reduction)
+    if input1.shape != input2.shape or input1.ndim not in (1, 2):
+        raise ShapeError(f"{op}: input1 and input2 must both be [N, D] or [D], got {input1.shape} and "
+                         f"{input2.shape}")
+    t = target if isinstance(target, Tensor) else Tensor(np.asarray(target))
+    want = input1.shape[:-1]
+    if tuple(t.shape) != tuple(want):
+        raise ShapeError(f"{op}: target must have shape {tuple(want)} (one ±1 per row of {input1.shape}), got "
+                         f"{tuple(t.shape)}")
+    values = t.data
+    if values.size and not bool(((values == 1) | (values == -1)).all()):
+        found = sorted({float(v) for v in values.reshape(-1)})
+        raise ValueError(f"{op}: every target must be 1 or -1, got values {found}")
+    eps = 1e-12
+    dot = _sum(mul(input1, input2), -1)
+    mag = mul(add_scalar(_sum(mul(input1, input1), -1), eps), add_scalar(_sum(mul(input2, input2), -1), eps))
+    cos = div(dot, sqrt(mag))
+    zero = constant(xp_of(cos.data).zeros(cos.shape, dtype=cos.data.dtype))
+    pos = where(compare(t, 1, "__eq__"), rsub_scalar(cos, 1.0), zero)
+    negative = where(compare(t, -1, "__eq__"), clamp(add_scalar(cos, -float(margin)), min=0.0), zero)
+    return _reduce(_add(pos, negative), reduction)
 
 
 # -- pointwise losses of an input and a target ------------------------------------------------------------------

@@ -529,14 +529,17 @@ class Dropout(Op):
     name = "dropout"
     kind = "nn"
     rule = "dX = dY · mask / (1 - p)"
-    examples = (Example(lambda x: dropout(x, 0.5), ((4, 6),)),)  # the harness seeds every evaluation alike
+    # the harness seeds every evaluation alike
+    examples = (Example(lambda x: dropout(x, 0.5), ((4, 6),)), Example(lambda x: dropout2d(x, 0.5), ((3, 4, 2, 2),)))
 
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
         p = ctx.attrs["p"]
         # Drawn on the CPU from rtxviz's generator: seeded, identical on numpy and cupy, and replayable by
-        # restoring the generator state (checkpoint recomputation).
-        keep = _random.generator().random(x.shape) >= p
+        # restoring the generator state (checkpoint recomputation). Channelwise (dropout2d): one draw per
+        # (sample, channel), broadcast over the positions.
+        shape = x.shape[:2] + (1,) * (x.ndim - 2) if ctx.attrs.get("channelwise") else x.shape
+        keep = _random.generator().random(shape) >= p
         scale = 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
         mask = keep.astype(x.dtype) * x.dtype.type(scale)
         if type(x).__module__ != "numpy":
@@ -565,3 +568,25 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Any:
     if not training or p == 0.0:
         return x
     return apply(Dropout, (x,), {"p": p})
+
+
+def dropout2d(x: Tensor, p: float = 0.5, training: bool = True) -> Any:
+    """Zero whole channels: each (sample, channel) of x [N, C, ...] with probability `p`, the rest scaled by
+    1/(1-p) (PyTorch's F.dropout2d on 4-D input; a 3-D input is [N, C, L], as PyTorch treats it today);
+    `x` itself when not training.
+
+    >>> from rtxviz import Tensor, manual_seed
+    >>> manual_seed(0)
+    >>> y = dropout2d(Tensor.ones([2, 8, 3, 3]), 0.5).numpy()
+    >>> sorted({float(v) for v in y.reshape(16, 9).std(axis=1)})  # every channel all kept or all dropped
+    [0.0]
+    """
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout2d: probability p must be between 0 and 1, got {p}")
+    _check_float("dropout2d", x)
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"dropout2d: input must be [N, C, H, W] (or [N, C, L]), 3 or 4 dims, got shape {x.shape}")
+    if not training or p == 0.0:
+        return x
+    return apply(Dropout, (x,), {"p": p, "channelwise": True})

@@ -1,0 +1,79 @@
+"""Linear and Identity.
+
+Weights are laid out as PyTorch's (Linear [out, in]) and initialised as PyTorch does by default
+(Kaiming-uniform with a = sqrt(5), bias U(±1/sqrt(fan_in))), from rtxviz's seeded generator, so a PyTorch state
+dict loads as is.
+
+>>> from rtxviz import Tensor
+>>> Linear(3, 2)(Tensor.ones([4, 3])).shape
+(4, 2)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..engine.errors import ShapeError
+from ..engine.ops.linalg import linear as _linear
+from ..engine.tensor import Tensor
+from . import init
+from ._args import positive_int
+from .module import Module, Parameter
+
+
+def empty_parameter(shape: Sequence[int], device: Any, dtype: Any) -> Parameter:
+    """A zero Parameter of `shape`, to be filled by the layer's reset_parameters."""
+    return Parameter(Tensor.zeros(list(shape), device=device, dtype=dtype))
+
+
+class Identity(Module):
+    """Returns its input; any constructor arguments are ignored, as PyTorch's (a placeholder in a model).
+
+    >>> Identity(54, unused="x")(3)
+    3
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+
+class Linear(Module):
+    """y = x @ Wᵀ + b, W [out_features, in_features].
+
+    >>> from rtxviz import Tensor
+    >>> Linear(3, 2, bias=False).state_dict().keys()
+    dict_keys(['weight'])
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.in_features = positive_int(in_features, "Linear", "in_features", 0)
+        self.out_features = positive_int(out_features, "Linear", "out_features", 0)
+        self.weight = empty_parameter((self.out_features, self.in_features), device, dtype)
+        if bias:
+            self.bias = empty_parameter((self.out_features,), device, dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight.numel():
+            init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            init.default_bias_(self.bias, self.in_features)
+
+    def forward(self, x: Any) -> Any:
+        if x.shape[-1:] != (self.in_features,):
+            raise ShapeError(f"Linear({self.in_features}, {self.out_features}): input has "
+                             f"{x.shape[-1] if x.ndim else 'no'} features in its last dim (input shape "
+                             f"{tuple(x.shape)}), expected {self.in_features}")
+        return _linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

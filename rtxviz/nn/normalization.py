@@ -1,0 +1,184 @@
+"""Normalisation layers: BatchNorm1d, BatchNorm2d (running statistics, train/eval, momentum or a cumulative
+average), GroupNorm and LayerNorm, with PyTorch's arguments, parameter and buffer names, so a PyTorch state dict
+(running_mean, running_var, num_batches_tracked included) loads as is.
+
+>>> from rtxviz import Tensor
+>>> bn = BatchNorm2d(3)
+>>> list(bn.state_dict())
+['weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked']
+>>> _ = bn(Tensor.ones([2, 3, 4, 4]))
+>>> bn.num_batches_tracked.item(), [round(v, 3) for v in bn.running_mean.tolist()]
+(1, [0.1, 0.1, 0.1])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..engine import dtypes as _dtypes
+from ..engine.errors import ShapeError
+from ..engine.ops import nn as _F
+from ..engine.tensor import Tensor
+from . import init
+from ._args import input_dims, positive_int
+from .module import Module, Parameter
+
+
+class _BatchNorm(Module):
+    """What BatchNorm1d and BatchNorm2d share; a subclass says which input ranks it takes."""
+
+    _dims: tuple[int, ...] = ()
+    _layout = ""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.num_features = positive_int(num_features, name, "num_features")
+        self.eps = float(eps)
+        if momentum is not None and (isinstance(momentum, bool) or not 0.0 <= float(momentum) <= 1.0):
+            raise ValueError(f"{name}: momentum must be a float in [0, 1] or None (a cumulative average), got "
+                             f"{momentum!r}")
+        self.momentum = None if momentum is None else float(momentum)
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        c = [self.num_features]
+        if self.affine:
+            self.weight = Parameter(Tensor.ones(c, device=device, dtype=dtype))
+            self.bias = Parameter(Tensor.zeros(c, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if self.track_running_stats:
+            self.register_buffer("running_mean", Tensor.zeros(c, device=device, dtype=dtype))
+            self.register_buffer("running_var", Tensor.ones(c, device=device, dtype=dtype))
+            self.register_buffer("num_batches_tracked", Tensor.zeros([], device=device, dtype=_dtypes.int64))
+        else:
+            for buffer in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(buffer, None)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean.data[...] = 0
+            self.running_var.data[...] = 1
+            self.num_batches_tracked.data[...] = 0
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def forward(self, x: Any) -> Any:
+        name = type(self).__name__
+        input_dims(name, x, self._dims, self._layout)
+        if x.shape[1] != self.num_features:
+            raise ShapeError(f"{name}({self.num_features}): input has {x.shape[1]} channels in dim 1 (input shape "
+                             f"{tuple(x.shape)}), expected {self.num_features}")
+        momentum = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.data[...] += 1
+            if self.momentum is None:  # a cumulative moving average: the k-th batch weighs 1/k
+                momentum = 1.0 / float(self.num_batches_tracked.data)
+        # Batch statistics while training, and in eval too when there are no running statistics (as PyTorch).
+        use_batch = self.training or self.running_mean is None
+        update = not self.training or self.track_running_stats
+        return _F.batch_norm(x, self.running_mean if update else None, self.running_var if update else None,
+                             self.weight, self.bias, use_batch, momentum, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of [N, C] or [N, C, L] per channel (statistics over N and L).
+
+    >>> from rtxviz import Tensor
+    >>> bn = BatchNorm1d(2, momentum=None)
+    >>> _ = bn(Tensor.from_slice([1.0, 2.0, 3.0, 6.0], [2, 2]))
+    >>> bn.running_mean.tolist(), bn.running_var.tolist()  # momentum None: the plain average of the batches
+    ([2.0, 4.0], [2.0, 8.0])
+    """
+
+    _dims = (2, 3)
+    _layout = "[N, C] or [N, C, L]"
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of [N, C, H, W] per channel (statistics over N, H and W)."""
+
+    _dims = (4,)
+    _layout = "[N, C, H, W]"
+
+
+class GroupNorm(Module):
+    """Group normalisation: the channels of [N, C, ...] in num_groups groups, each normalised over its channels
+    and positions; then a per-channel weight and bias (affine).
+
+    >>> from rtxviz import Tensor
+    >>> GroupNorm(2, 4)(Tensor.ones([3, 4, 5])).shape
+    (3, 4, 5)
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_groups = positive_int(num_groups, "GroupNorm", "num_groups")
+        self.num_channels = positive_int(num_channels, "GroupNorm", "num_channels")
+        if self.num_channels % self.num_groups:
+            raise ValueError(f"GroupNorm: num_channels={self.num_channels} must be divisible by "
+                             f"num_groups={self.num_groups}")
+        self.eps, self.affine = float(eps), bool(affine)
+        if self.affine:
+            self.weight = Parameter(Tensor.ones([self.num_channels], device=device, dtype=dtype))
+            self.bias = Parameter(Tensor.zeros([self.num_channels], device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Any) -> Any:
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ShapeError(f"GroupNorm({self.num_groups}, {self.num_channels}): expected input [N, "
+                             f"{self.num_channels}, ...], got shape {tuple(x.shape)}")
+        return _F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class LayerNorm(Module):
+    """Normalise over the last dims `normalized_shape`, then scale and shift (weight 1, bias 0 at start;
+    elementwise_affine=False: neither; bias=False: the weight only).
+
+    >>> LayerNorm(4, bias=False).state_dict().keys()
+    dict_keys(['weight'])
+    """
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        shape = (int(normalized_shape),) if isinstance(normalized_shape, int) else tuple(
+            int(s) for s in normalized_shape)
+        if not shape or min(shape) < 1:
+            raise ValueError(f"LayerNorm: normalized_shape must be positive sizes, got {normalized_shape!r}")
+        self.normalized_shape, self.eps = shape, float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+        if self.elementwise_affine:
+            self.weight = Parameter(Tensor.ones(list(shape), device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        if self.elementwise_affine and bias:
+            self.bias = Parameter(Tensor.zeros(list(shape), device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Any) -> Any:
+        k = len(self.normalized_shape)
+        if tuple(x.shape[x.ndim - k:]) != self.normalized_shape or x.ndim < k:
+            raise ShapeError(f"LayerNorm({self.normalized_shape}): the input's last {k} dims must be "
+                             f"{self.normalized_shape}, got input shape {tuple(x.shape)}")
+        return _F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

@@ -1,0 +1,97 @@
+"""Pooling: MaxPool2d, AvgPool2d (padding, ceil_mode, count_include_pad, divisor_override) and
+AdaptiveAvgPool2d, with PyTorch's arguments and defaults (the stride defaults to the kernel size).
+
+>>> from rtxviz import Tensor
+>>> MaxPool2d(2, ceil_mode=True)(Tensor.ones([1, 1, 5, 5])).shape
+(1, 1, 3, 3)
+>>> AdaptiveAvgPool2d((1, None))(Tensor.ones([2, 3, 4, 5])).shape
+(2, 3, 1, 5)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine.ops import nn as _F
+from ._args import input_dims, ntuple
+from .module import Module
+
+
+class _Pool2d(Module):
+    """Shared by the pooling layers: kernel, stride (default: the kernel) and padding, as PyTorch's."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size = ntuple(kernel_size, 2, name, "kernel_size", 1)
+        self.stride = self.kernel_size if stride is None else ntuple(stride, 2, name, "stride", 1)
+        self.padding = ntuple(padding, 2, name, "padding", 0)
+        if any(2 * p > k for p, k in zip(self.padding, self.kernel_size, strict=True)):
+            raise ValueError(f"{name}: padding {self.padding} must be at most half the kernel size "
+                             f"{self.kernel_size}")
+        self.ceil_mode = bool(ceil_mode)
+
+    def _check(self, x: Any) -> None:
+        input_dims(type(self).__name__, x, (4,), "[N, C, H, W]")
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_Pool2d):
+    """The maximum of each window (padding counts as -inf).
+
+    >>> from rtxviz import Tensor
+    >>> MaxPool2d(2)(Tensor.arange(16.0).reshape(1, 1, 4, 4)).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        if return_indices:
+            raise ValueError("MaxPool2d: return_indices=True is not supported (the engine has no max_unpool2d "
+                             "to use the indices with)")
+        self.dilation = ntuple(dilation, 2, "MaxPool2d", "dilation", 1)
+        self.return_indices = False
+
+    def forward(self, x: Any) -> Any:
+        self._check(x)
+        return _F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+
+class AvgPool2d(_Pool2d):
+    """The mean of each window; zero padding counts unless count_include_pad is False.
+
+    >>> from rtxviz import Tensor
+    >>> AvgPool2d(2, padding=1, count_include_pad=False)(Tensor.ones([1, 1, 2, 2])).tolist()
+    [[[[1.0, 1.0], [1.0, 1.0]]]]
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.count_include_pad = bool(count_include_pad)
+        self.divisor_override = divisor_override
+
+    def forward(self, x: Any) -> Any:
+        self._check(x)
+        return _F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                             self.divisor_override)
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average pooling to a fixed output size (an int, or a pair whose None entries keep the input's size),
+    over [N, C, H, W] or [C, H, W]."""
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Any) -> Any:
+        input_dims("AdaptiveAvgPool2d", x, (3, 4), "[N, C, H, W] or [C, H, W]")
+        return _F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size!r}"
