@@ -32,7 +32,16 @@ from .layers import (
 )
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import ROOT_NAME, Module, Parameter, StateDictError
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .serialization import load, load_into, save
+from .transformer import (
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from .utils import clip_grad_norm_, clip_grad_value_
 
 __all__ = [
@@ -40,4 +49,9 @@ __all__ = [
     "Flatten", "Identity", "L1Loss", "LayerNorm", "Linear", "MSELoss", "MaxPool2d", "Module", "ModuleList",
     "NLLLoss", "Parameter", "ReLU", "Sequential", "Sigmoid", "StateDictError", "Tanh", "clip_grad_norm_",
     "clip_grad_value_", "functional", "init", "load", "load_into", "save",
+]
+# recurrent and attention modules (rnn.py, transformer.py)
+__all__ += [
+    "GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "MultiheadAttention", "RNNCell", "Transformer",
+    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
 ]
