@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from . import functional, init
 from .module import ROOT_NAME, Module, Parameter, RemovableHandle, StateDictError
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .serialization import load, load_into, save
+from .transformer import (
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from .utils import clip_grad_norm_, clip_grad_value_
 
 __all__ = [
@@ -40,3 +49,9 @@ from .losses import (
 
 __all__ += [*_layers_all, "BCELoss", "BCEWithLogitsLoss", "CosineEmbeddingLoss", "CrossEntropyLoss", "HuberLoss",
             "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss"]
+
+# recurrent and attention modules (rnn.py, transformer.py)
+__all__ += [
+    "GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "MultiheadAttention", "RNNCell", "Transformer",
+    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer",
+]

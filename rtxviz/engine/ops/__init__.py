@@ -15,6 +15,7 @@ from . import (  # noqa: F401 - registers the ops and attaches the methods
     linalg,
     nn,
     nn_attention,
+    nn_recurrent,
     numpy_interop,
     operators,
     reduction,

@@ -1,0 +1,77 @@
+"""Per-op overhead as instruction counts, for before/after comparisons on a busy machine: wall-clock timings on a
+shared 2-core box swing by tens of percent, while callgrind's count of executed instructions for the same code and
+inputs repeats to a fraction of a percent whatever else runs.
+
+    python benchmarks/count_instructions.py --before /path/to/old/checkout [--after .] [--calls 300]
+
+Each checkout's own .venv runs its own benchmarks/bench_engine.py workload `calls` times under
+`valgrind --tool=callgrind`, once with the body and once without (set-up, imports and the first, warming call cost
+the same in both), so the difference divided by `calls` is the instructions one call costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WORKLOADS = ["per_op/add_nograd", "per_op/add_requires_grad", "per_op/mul_sum_backward", "tiny_mlp_train"]
+
+RUNNER = """
+import sys
+sys.path[:0] = [{checkout!r}, {checkout!r} + "/benchmarks"]
+import bench_engine
+built = bench_engine.WORKLOADS[{name!r}]["rtxviz"]()
+fn, setup = built[0], built[1]
+calls = built[2] if len(built) > 2 else 1
+if setup: setup()
+fn()
+for _ in range({reps}):
+    if setup: setup()
+    fn()
+print(calls)
+"""
+
+
+def instructions(checkout: Path, name: str, reps: int) -> tuple[int, int]:
+    """(total instructions of `reps` timed repetitions after the warm-up, calls per repetition)."""
+    python = checkout / ".venv" / "bin" / "python"
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "run.py"
+        script.write_text(RUNNER.format(checkout=str(checkout), name=name, reps=reps))
+        out = Path(tmp) / "callgrind.out"
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PYTHONPATH="")
+        proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(python),
+                               str(script)], capture_output=True, text=True, env=env, cwd=checkout, check=True)
+        calls = int(proc.stdout.strip().splitlines()[-1])
+        total = re.search(r"Collected : (\d+)", proc.stderr)
+        assert total is not None, proc.stderr[-2000:]
+        return int(total.group(1)), calls
+
+
+def per_call(checkout: Path, name: str, reps: int) -> float:
+    with_body, calls = instructions(checkout, name, reps)
+    without, _ = instructions(checkout, name, 0)
+    return (with_body - without) / (reps * calls)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, type=Path)
+    ap.add_argument("--after", default=Path(__file__).resolve().parent.parent, type=Path)
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of each workload body (per_op: 2000 calls)")
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    names = [n for n in WORKLOADS if not args.only or n in args.only.split(",")]
+    print(f"{'workload':26s} {'before':>14s} {'after':>14s} {'after/before':>13s}   (instructions per call)")
+    for n in names:
+        b, a = per_call(args.before, n, args.reps), per_call(args.after, n, args.reps)
+        print(f"{n:26s} {b:14,.0f} {a:14,.0f} {a / b:13.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
