@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, NotRequired, Union, get_args, get_type_hints
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12 (a pydantic dependency)
 
 SCHEMA_VERSION = 1
@@ -42,12 +42,21 @@ Values = Annotated[list[Number], Field(max_length=MAX_VALUES)]
 RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
 
+# strict=True: a field takes its documented JSON type only ("t": "1.5", "step": true and "sampled": 1 are errors,
+# not coerced), so what the server stores reads back with the types docs/events.md gives.
 def _strict(cls: type) -> type:
-    return with_config(ConfigDict(extra="forbid"))(cls)
+    return with_config(ConfigDict(extra="forbid", strict=True))(cls)
 
 
 def _open(cls: type) -> type:
-    return with_config(ConfigDict(extra="allow"))(cls)
+    return with_config(ConfigDict(extra="allow", strict=True))(cls)
+
+
+def _exact_version(v: Any) -> Any:
+    """Literal[1] alone also takes true and 1.0 (they compare equal to 1), even in strict mode."""
+    if type(v) is not int:
+        raise ValueError(f"v must be the integer {SCHEMA_VERSION}, got {v!r}")
+    return v
 
 
 # TypedDicts, not BaseModels: validating into plain dicts is about 4x faster, and the server validates every
@@ -56,7 +65,7 @@ class _Event(TypedDict):
     """The envelope every event has. Each model narrows `kind` to its Literal (GenericEvent: any matching string);
     Any here lets them (TypedDict fields are invariant)."""
 
-    v: Literal[1]
+    v: Annotated[Literal[1], BeforeValidator(_exact_version)]
     kind: Any
     t: float
     step: NotRequired[StepIndex | None]

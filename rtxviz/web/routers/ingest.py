@@ -12,17 +12,20 @@ is full.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from ...schema import EventError, validate_batch, validate_json_batch
-from ...store import RunStore, StoreFull
+from ...schema import MAX_NAME, EventError, validate_batch
+from ...store import EventRow, RunStore, StoreFull
 from ..deps import HubDep, Settings, SettingsDep, StoreDep
 
 router = APIRouter(tags=["ingest"])
+
+#: SQLite keeps 64-bit signed integers.
+_MAX_INT = 2**63 - 1
 
 RunIdPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="run id chosen by the emitter")]
 
@@ -40,73 +43,103 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (send null for NaN/Inf)")
+#: How deep an event may nest: Python's json module (exports, scripts) reads back about 990 levels at most, and no
+#: event the engine sends nests deeper than 5.
+MAX_DEPTH = 64
+
+_STRICT_JSON = ("UTF-8, no NaN or Infinity (send null), numbers within the float range, no lone surrogate "
+                "escapes such as \\ud800")
 
 
-_loads = json.JSONDecoder(parse_constant=_no_constants).decode
+def _strict_loads(data: bytes, what: str) -> Any:
+    """Decode with orjson, which accepts strict JSON only (RFC 8259): what it accepts reads back in every parser."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise EventError(f"{what} is not valid JSON ({exc}); the server takes strict JSON: {_STRICT_JSON}") from None
 
 
-def _check(objs: list[Any]) -> list[tuple[str, int | None]]:
+def _check_depth(obj: Any, what: str) -> None:
+    """Raise EventError when `obj` nests deeper than MAX_DEPTH (iterative: a deep value cannot exhaust the stack).
+
+    >>> _check_depth({"a": [[1]]}, "event 0")
+    >>> nested: list = []
+    >>> for _ in range(MAX_DEPTH):
+    ...     nested = [nested]
+    >>> _check_depth(nested, "event 2")
+    Traceback (most recent call last):
+    ...
+    rtxviz.schema.EventError: event 2 nests deeper than 64 levels
+    """
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise EventError(f"{what} nests deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, dict | list))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value if isinstance(v, dict | list))
+
+
+def _kinds_and_steps(objs: list[Any]) -> list[tuple[str, int | None]]:
     """Validate; return (kind, step) per event."""
     validate_batch(objs)
     return [(o["kind"], o.get("step")) for o in objs]
 
 
-def _parse_ndjson(body: bytes, s: Settings) -> list[tuple[str, int | None, str]]:
-    try:
-        text = body.decode()
-    except UnicodeDecodeError as exc:
-        raise EventError(f"body is not UTF-8 ({exc})") from None
-    texts: list[str] = []
-    for line in text.split("\n"):
-        line = line.strip()
+def _parse_ndjson(body: bytes, s: Settings) -> list[EventRow]:
+    """One event per line, each line on its own strict JSON: an event split over two lines, or two events on one
+    line, is refused, never joined into something else. Lines are stored as sent (stripped)."""
+    texts: list[bytes] = []
+    objs: list[Any] = []
+    for number, raw in enumerate(body.split(b"\n"), 1):
+        line = raw.strip()
         if not line:
             continue
+        i = len(texts)
         if len(line) > s.max_event_bytes:
-            raise HTTPException(413, f"event {len(texts)} is {len(line)} bytes; the limit is {s.max_event_bytes}")
-        if len(texts) >= s.max_events_per_batch:
+            raise HTTPException(413, f"event {i} (line {number}) is {len(line)} bytes; the limit is "
+                                f"{s.max_event_bytes}")
+        if i >= s.max_events_per_batch:
             raise HTTPException(413, f"more than {s.max_events_per_batch} events in one batch")
+        obj = _strict_loads(line, f"event {i} (line {number})")
+        if line.count(b"{") + line.count(b"[") > MAX_DEPTH:  # cheap bound: only bracket-heavy lines are walked
+            _check_depth(obj, f"event {i} (line {number})")
+        objs.append(obj)
         texts.append(line)
-    joined = f"[{','.join(texts)}]"
-    # the common case (only core kinds, all valid): pydantic-core parses and validates the batch in one pass
-    objs = validate_json_batch(joined)
-    if objs is not None and len(objs) == len(texts):
-        return [(o["kind"], o.get("step"), t) for o, t in zip(objs, texts, strict=True)]
-    try:  # one decoder call for the whole batch is several times faster than one per line
-        objs = _loads(joined)
-    except ValueError:
-        objs = None
-    if objs is None or len(objs) != len(texts):
-        for i, line in enumerate(texts):  # find the culprit line
-            try:
-                _loads(line)
-            except ValueError as exc:
-                raise EventError(f"event {i}: not valid JSON ({exc})") from None
-        raise EventError("body is not one JSON object per line")
-    return [(k, st, t) for (k, st), t in zip(_check(objs), texts, strict=True)]
+    # orjson has checked the bytes are UTF-8, so decoding cannot fail
+    return [(k, st, t.decode()) for (k, st), t in zip(_kinds_and_steps(objs), texts, strict=True)]
 
 
-def _parse_json(body: bytes, s: Settings) -> tuple[list[tuple[str, int | None, str]], dict]:
-    try:
-        doc = _loads(body.decode())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise EventError(f"body is not valid JSON ({exc})") from None
+def _parse_json(body: bytes, s: Settings) -> tuple[list[EventRow], dict[str, Any]]:
+    doc = _strict_loads(body, "the body")
     if isinstance(doc, list):
         doc = {"events": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("events"), list):
         raise EventError('body must be {"events": [...], "name": ..., "dropped": N} or a list of events')
+    unknown = sorted(set(doc) - {"events", "name", "dropped"})
+    if unknown:
+        raise EventError(f"body: unknown field(s) {unknown}; the fields are events, name and dropped")
+    name = doc.get("name")
+    if name is not None and (type(name) is not str or len(name) > MAX_NAME):
+        raise EventError(f"body: name must be a string of at most {MAX_NAME} characters or null, got "
+                         f"{type(name).__name__} {str(name)[:40]!r}")
+    dropped = doc.get("dropped", 0)
+    if type(dropped) is not int or not 0 <= dropped <= _MAX_INT:
+        raise EventError(f"body: dropped must be an integer from 0 to 2**63-1, got {dropped!r:.40}")
     events = doc["events"]
     if len(events) > s.max_events_per_batch:
         raise HTTPException(413, f"{len(events)} events in one batch; the limit is {s.max_events_per_batch}")
+    for i, obj in enumerate(events):
+        _check_depth(obj, f"event {i}")
     out = []
-    for i, ((kind, step), obj) in enumerate(zip(_check(events), events, strict=True)):
-        text = json.dumps(obj, separators=(",", ":"))
+    for i, ((kind, step), obj) in enumerate(zip(_kinds_and_steps(events), events, strict=True)):
+        text = orjson.dumps(obj).decode()
         if len(text) > s.max_event_bytes:
             raise HTTPException(413, f"event {i} is {len(text)} bytes; the limit is {s.max_event_bytes}")
         out.append((kind, step, text))
-    extra = {k: doc[k] for k in ("name", "dropped") if k in doc}
-    return out, extra
+    return out, {"name": name, "dropped": dropped}
 
 
 def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped: int, body: bytes,
@@ -116,9 +149,8 @@ def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped
             events = _parse_ndjson(body, s)
         elif ctype == "application/json":
             events, extra = _parse_json(body, s)
-            name = extra.get("name", name) if isinstance(extra.get("name", name), str | None) else name
-            d = extra.get("dropped", dropped)
-            dropped = d if isinstance(d, int) and 0 <= d < 2**63 else dropped
+            name = extra["name"] if extra["name"] is not None else name
+            dropped = max(dropped, extra["dropped"])
         else:
             raise HTTPException(415, f"content type {ctype!r} not accepted; use application/x-ndjson or "
                                 "application/json")
