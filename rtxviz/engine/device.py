@@ -1,6 +1,8 @@
 """Devices and the array-module seam: every kernel asks `xp_of(array)` for numpy or cupy.
 
 cupy is imported lazily, the first time a CUDA device is asked for, so `import rtxviz` never touches a GPU.
+`use_cuda_backend` puts another module in cupy's place (the test suite's strict stand-in, tests/strict_xp.py,
+which refuses what cupy refuses), and `set_default_device` makes constructors without a device use one.
 """
 
 from __future__ import annotations
@@ -13,7 +15,20 @@ import numpy as np
 from .errors import DeviceError
 
 _cupy: ModuleType | None = None
+_cupyx: ModuleType | None = None
 _cupy_error: str | None = None
+
+
+def use_cuda_backend(xp: ModuleType | None, xpx: ModuleType | None = None) -> None:
+    """Make `xp` the array module of "cuda" devices instead of cupy, and `xpx` its cupyx (scatter_add,
+    scipy.special); None gives them back to cupy, imported lazily again. For tests: the strict stand-in
+    (tests/strict_xp.py) runs the cupy path on the CPU. `xp` answers cupy's calls the engine makes
+    (`cuda.runtime.getDeviceCount()`, `cuda.Device(i)`, `asarray`, numpy's functions)."""
+    global _cupy, _cupyx, _cupy_error, _default
+    _cupy, _cupyx, _cupy_error = xp, xpx, None
+    _cuda_devices.clear()
+    if _default.kind == "cuda":
+        _default = CPU
 
 
 def _import_cupy() -> ModuleType:
@@ -41,6 +56,17 @@ def _import_cupy() -> ModuleType:
         raise DeviceError(_cupy_error)
     _cupy = cupy
     return cupy
+
+
+def cupyx_module() -> ModuleType:
+    """cupyx, or the companion `use_cuda_backend` registered: what a kernel needs beyond cupy's namespace."""
+    global _cupyx
+    _import_cupy()
+    if _cupyx is None:
+        import cupyx
+
+        _cupyx = cupyx
+    return _cupyx
 
 
 def cuda_is_available() -> bool:
@@ -146,9 +172,28 @@ def to_device(array: Any, device: Device) -> Any:
         return cupy.asarray(array)
 
 
+_default: Device = CPU
+
+
+def set_default_device(device: Device | str | None) -> None:
+    """The device of tensors made without one (constructors, `Tensor(data)` of host data, random draws), as
+    torch.set_default_device; None is the CPU.
+
+    >>> set_default_device("cpu"); get_default_device()
+    Device('cpu')
+    """
+    global _default
+    _default = CPU if device is None else as_device(device)
+
+
+def get_default_device() -> Device:
+    """The device `set_default_device` chose (the CPU unless it was called)."""
+    return _default
+
+
 def as_device(device: Device | str | None) -> Device:
     if device is None:
-        return CPU
+        return _default
     if isinstance(device, Device):
         return device
     dev = Device(device)

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import hooks as _hooks
 from . import random as _random
-from .device import CPU, Device, as_device, device_of, to_device, xp_of
+from .device import CPU, Device, as_device, device_of, get_default_device, to_device, xp_of
 from .dtypes import as_dtype, float32, get_default_dtype, int64
 from .errors import DimError, DTypeError, ShapeError
 
@@ -788,7 +788,9 @@ def _to_array(data: Any, dtype: Any, device: Device | str | None, where: str) ->
     dt = as_dtype(dtype, where)
     if type(data) is np.ndarray or not hasattr(data, "__cuda_array_interface__"):
         arr = np.asarray(data, dtype=dt)
-        return arr if dev is None or dev.kind == "cpu" else to_device(arr, dev)
+        if dev is None:  # host data goes to the default device (set_default_device); device arrays stay put
+            dev = get_default_device()
+        return arr if dev.kind == "cpu" else to_device(arr, dev)
     arr = data.astype(dt, copy=False)
     return arr if dev is None else to_device(arr, dev)
 
@@ -816,7 +818,9 @@ def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
             xp = np if type(arr) is np.ndarray else xp_of(arr)
             t = Tensor._wrap(xp.asarray(value, dtype=arr.dtype))
         else:
-            converted = _to_array(value, None, None, "operand")
+            # host values start on the host (not the default device), device arrays stay where they are
+            converted = _to_array(value, None, None if hasattr(value, "__cuda_array_interface__") else CPU,
+                                  "operand")
             if type(arr) is not np.ndarray:
                 converted = to_device(converted, Device("cuda", arr.device.id))
             t = Tensor._wrap(converted)

@@ -8,6 +8,7 @@ import weakref
 from typing import Any
 
 from .. import hooks as _hooks
+from ..device import xp_of
 from ..graph import UserOp
 from ..tensor import Tensor, live_tensors
 from ..variable import Variable
@@ -266,7 +267,7 @@ class Capture(_hooks.EngineHook):
         elif kind == "seed_grad":
             a = fields["grad"].data
             m = self.new_slot(a)[1]
-            self.instrs.append(("seed", m, tuple(a.shape), a.dtype, type(a).__module__.split(".")[0]))
+            self.instrs.append(("seed", m, tuple(a.shape), a.dtype, xp_of(a)))
         elif kind == "value_read":
             self.guard(fields["how"], fields["tensor"])
         elif kind == "leaf_grad_accumulated":

@@ -94,8 +94,8 @@ class Codegen:
                 if zero_d:
                     body.append(f"if type(s{m}) is not _ndarray: s{m} = _as_array(s{m}, {self.ref(in_refs[0])})")
             elif kind == "seed":
-                _, m, shape, dtype, mod = ins
-                body.append(f"s{m} = {self.glob(xp_by_name(mod), 'X')}.ones({shape!r}, {self.glob(dtype, 'D')})")
+                _, m, shape, dtype, xp = ins  # xp: the seed's array module (numpy, cupy), as captured
+                body.append(f"s{m} = {self.glob(xp, 'X')}.ones({shape!r}, {self.glob(dtype, 'D')})")
             elif kind == "reset":
                 body.append(f"{self._leaf(ins[1])}.grad = None")
             elif kind == "leaf":
@@ -170,11 +170,3 @@ def make_object(cls: type, fields: tuple) -> Any:
     for name, value in fields:
         setattr(obj, name, value)
     return obj
-
-
-def xp_by_name(mod: str) -> Any:
-    if mod == "numpy":
-        return np
-    import cupy
-
-    return cupy

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import to_device, xp_of
+from ..device import cupyx_module, to_device, xp_of
 from ..errors import DeviceError, DimError, DTypeError, ShapeError
 from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
@@ -24,7 +24,6 @@ from .arithmetic import mul_scalar
 from .broadcast import sum_to
 
 # -- element pickers and their common adjoint ----------------------------------------------------------------
-_cupyx: Any = None
 
 
 def add_at(out: Any, key: Any, values: Any) -> None:
@@ -38,15 +37,10 @@ def add_at(out: Any, key: Any, values: Any) -> None:
     >>> out.tolist()
     [2.0, 0.0, 1.0]
     """
-    global _cupyx
     if type(out) is np.ndarray:
         np.add.at(out, key, values)
         return
-    if _cupyx is None:
-        import cupyx
-
-        _cupyx = cupyx
-    _cupyx.scatter_add(out, key, values)
+    cupyx_module().scatter_add(out, key, values)
 
 
 class GetItemBackward(Op):

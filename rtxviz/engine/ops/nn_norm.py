@@ -11,6 +11,8 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .. import random as _random
 from ..device import device_of, to_device, xp_of
 from ..dtypes import is_float
@@ -542,7 +544,7 @@ class Dropout(Op):
         keep = _random.generator().random(shape) >= p
         scale = 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
         mask = keep.astype(x.dtype) * x.dtype.type(scale)
-        if type(x).__module__ != "numpy":
+        if type(x) is not np.ndarray:
             mask = to_device(mask, device_of(x))
         ctx.state = mask
         return x * mask

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..backward import grad
-from ..device import xp_of
+from ..device import cupyx_module, xp_of
 from ..errors import GraphError
 from ..grad_mode import STATE
 from ..graph import Op, apply
@@ -348,8 +348,8 @@ def _erf_float32_block(x: Any) -> Any:
 
 
 def _erf(x: Any) -> Any:
-    if type(x).__module__.startswith("cupy"):
-        from cupyx.scipy.special import erf
+    if type(x) is not np.ndarray:  # a device array: cupyx's erf (the backend's, device.cupyx_module)
+        erf = cupyx_module().scipy.special.erf
     elif x.dtype == np.float32:
         return _erf_float32(x)
     else:
