@@ -68,14 +68,18 @@ class _Mode(TorchFunctionMode):
         rec = self.recorder
         if kwargs is None:
             kwargs = {}
-        if rec.auto_begin is not None:
-            rec.auto_begin()
-        if not rec.recording:
+        if rec.auto_begin is not None and func in _BACKWARDS:
+            rec.auto_begin()  # a backward belongs to a step
+        if not rec.recording and rec.auto_begin is None:
             return func(*args, **kwargs)
         if func in _BACKWARDS:
-            return rec.run_backward(func, args, kwargs)
+            return rec.run_backward(func, args, kwargs) if rec.recording else func(*args, **kwargs)
         rec.pending_saved = 0
         out = func(*args, **kwargs)
+        if rec.auto_begin is not None and any(t.grad_fn is not None for t in _tensors(out)):
+            rec.auto_begin()  # the first op of the next step's graph: an inferred step begins
+        if not rec.recording:
+            return out
         if isinstance(out, torch.Tensor):
             rec.label(out, func)
         elif isinstance(out, tuple | list):
@@ -210,8 +214,7 @@ class TorchRecorder:
         self.pending_saved = 0
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
-        if self.recording:
-            self.pending_saved += t.element_size() * t.numel()
+        self.pending_saved += t.element_size() * t.numel()
         return t.detach()
 
     def _module_pre(self, path: str, module: Any, args: Any) -> None:

@@ -2,8 +2,8 @@
 
 The run is the event stream's `Run` (the bounded queue, the sender thread, `sample_every`, `run.step(i)`), with a
 `TorchRecorder` in place of the engine hook. Where the loop never calls `run.step(i)`, steps are inferred: a step
-begins at the first torch call after the previous `optimizer.step()` (or after `watch` starts) and ends with the
-next `optimizer.step()` over the model's parameters.
+begins with the first op that records a graph (an output with a grad_fn) after the previous `optimizer.step()`
+(or after `watch` starts), and ends with the next `optimizer.step()` over the model's parameters.
 
 >>> import torch
 >>> model = torch.nn.Linear(2, 1)
