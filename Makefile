@@ -16,7 +16,7 @@ NPM_ENV := PYTHON=$(abspath $(PY))
 $(VENV)/.installed: pyproject.toml setup.py rtxviz/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,torch]'
 	touch $@
 
 frontend/node_modules/.package-lock.json: frontend/package-lock.json

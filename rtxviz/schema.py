@@ -168,6 +168,10 @@ class NodeEvent(_Event):
     attrs: NotRequired[dict[str, Any]]
     saved_bytes: NotRequired[int]
     values: NotRequired[Values | None]
+    #: optional (added in version 1, backward compatible): the node ran again during backward to rebuild what a
+    #: checkpoint dropped (rtxviz.torch marks PyTorch's recomputation this way); `segment` is that checkpoint's id
+    recomputed: NotRequired[bool]
+    segment: NotRequired[int | None]
 
 
 @_strict

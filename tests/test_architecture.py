@@ -28,6 +28,9 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.render": {"rtxviz.engine", "rtxviz.summary"},
     "rtxviz.store": {"rtxviz.schema"},
     "rtxviz.export": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz.store", "rtxviz.render"},
+    # PyTorch models watched: the event stream's Run, the summaries, drawings and exports (never the engine's hook)
+    "rtxviz.torch": {"rtxviz.events", "rtxviz.schema", "rtxviz.summary", "rtxviz.render", "rtxviz.export",
+                     "rtxviz.debug", "rtxviz._version"},
     "rtxviz.web": {"rtxviz.schema", "rtxviz.store", "rtxviz.summary", "rtxviz._version"},
     "rtxviz.cli": {"rtxviz", "rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.events",
                    "rtxviz.render", "rtxviz.store", "rtxviz.export", "rtxviz.web", "rtxviz.schema",

@@ -220,9 +220,9 @@ class Run:
         sampled = index % self.sample_every == 0
         self.hook.new_step(index)
         if sampled:
-            _hooks.add_hook(self.hook)
+            self._attach()
         else:
-            _hooks.remove_hook(self.hook)
+            self._detach()
         self._open_step = index
         self._put({"v": 1, "kind": "step_begin", "t": time.time(), "step": index, "sampled": sampled})
         return _Step(self, index)
@@ -234,12 +234,19 @@ class Run:
         self._put({"v": 1, "kind": "step_end", "t": time.time(), "step": index})
         self.hook.new_step(None)
         if not self.closed:
-            _hooks.add_hook(self.hook)  # between steps everything is recorded again
+            self._attach()  # between steps everything is recorded again
 
     @property
     def recording(self) -> bool:
         """Whether the hook is attached now (false inside an unsampled step)."""
         return self.hook in _hooks.ACTIVE
+
+    # -- what records: the engine hook here; rtxviz.torch's run records a PyTorch model instead --------------
+    def _attach(self) -> None:
+        _hooks.add_hook(self.hook)
+
+    def _detach(self) -> None:
+        _hooks.remove_hook(self.hook)
 
     @property
     def dropped(self) -> int:
@@ -262,7 +269,7 @@ class Run:
                    "meta": jsonable(self.meta), "sample_every": self.sample_every, "version": __version__})
         self._thread = threading.Thread(target=self._sender, name=f"rtxviz-sender-{self.id}", daemon=True)
         self._thread.start()
-        _hooks.add_hook(self.hook)
+        self._attach()
         _CURRENT.append(self)
         return self
 
@@ -273,7 +280,7 @@ class Run:
         if self._open_step is not None:
             self._end_step(self._open_step)
         self.closed = True
-        _hooks.remove_hook(self.hook)
+        self._detach()
         if self in _CURRENT:
             _CURRENT.remove(self)
         end = {"v": 1, "kind": "run_end", "t": time.time(), "step": None, "status": "error" if error else "ok",

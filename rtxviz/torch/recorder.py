@@ -1,0 +1,455 @@
+"""TorchRecorder: a PyTorch training loop reported as rtxviz events (the schema rtxviz's own runs stream).
+
+PyTorch's public seams, each for what only it sees (docs/torch.md says why each one):
+
+- a `TorchFunctionMode` sees every torch call in forward: it names the node each call made after the function
+  the user called (``linear``, not ``AddmmBackward0``), with the module path, shape, dtype and device of its
+  output; and it sees ``backward()`` / ``torch.autograd.backward`` / ``torch.autograd.grad`` being called, with
+  their roots, before anything runs;
+- there, the walk over ``grad_fn.next_functions`` reports every node of the graph (those no function call was
+  seen making, inside C++ composites, named after their grad_fn class) and puts a hook on each
+  (``Node.register_hook``): their gradients are reported as backward runs;
+- module forward pre/post hooks keep the module path (``layer1.0.conv1``), and, since they also run while
+  ``torch.utils.checkpoint`` recomputes a segment in backward (where no function mode is active: PyTorch pops a
+  mode while it handles a call, and backward is such a call), they find the recomputed nodes;
+- ``torch.autograd.graph.saved_tensors_hooks`` counts the bytes each node keeps for backward (inside a
+  non-reentrant checkpoint, the checkpoint's own hooks take over: what it drops is, rightly, not counted);
+- optimizer step hooks (``register_optimizer_step_pre_hook``/``post_hook``) give each parameter's update.
+
+>>> import torch
+>>> events = []
+>>> lin = torch.nn.Linear(2, 1)
+>>> with TorchRecorder(events.append, lin):
+...     lin(torch.ones(3, 2)).sum().backward()
+>>> [e["kind"] for e in events if e["kind"] in ("node", "backward_begin")]
+['node', 'node', 'node', 'backward_begin']
+>>> [(e["op"], e["module"]) for e in events if e["kind"] == "node"]
+[('t', 'Linear'), ('linear', 'Linear'), ('sum', None)]
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .convert import as_numpy, combine, dtype_name, stats_of
+from .names import ACCUMULATE_GRAD, REENTRANT_CHECKPOINT, op_from_function, op_from_grad_fn
+
+_now = time.time
+_BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+#: per-step tables are cleared when they reach this size (a loop that never marks steps stays bounded)
+_TABLE_MAX = 1 << 16
+
+
+class _Label:
+    """What the function mode saw making a node: the op name, module path, output meta, bytes saved."""
+
+    __slots__ = ("op", "module", "shape", "dtype", "device", "saved")
+
+    def __init__(self, op: str, module: str | None, t: torch.Tensor, saved: int) -> None:
+        self.op, self.module, self.saved = op, module, saved
+        self.shape, self.dtype, self.device = list(t.shape), dtype_name(t.dtype), str(t.device)
+
+
+class _Mode(TorchFunctionMode):
+    """Names nodes as forward makes them; catches the start of every backward."""
+
+    def __init__(self, recorder: TorchRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        rec = self.recorder
+        if kwargs is None:
+            kwargs = {}
+        if rec.auto_begin is not None and func in _BACKWARDS:
+            rec.auto_begin()  # a backward belongs to a step
+        if not rec.recording and rec.auto_begin is None:
+            return func(*args, **kwargs)
+        if func in _BACKWARDS:
+            return rec.run_backward(func, args, kwargs) if rec.recording else func(*args, **kwargs)
+        rec.pending_saved = 0
+        out = func(*args, **kwargs)
+        if rec.auto_begin is not None and any(t.grad_fn is not None for t in _tensors(out)):
+            rec.auto_begin()  # the first op of the next step's graph: an inferred step begins
+        if not rec.recording:
+            return out
+        if isinstance(out, torch.Tensor):
+            rec.label(out, func)
+        elif isinstance(out, tuple | list):
+            for o in out:
+                if isinstance(o, torch.Tensor):
+                    rec.label(o, func)
+                elif isinstance(o, tuple | list):
+                    for p in o:
+                        if isinstance(p, torch.Tensor):
+                            rec.label(p, func)
+        return out
+
+
+class TorchRecorder:
+    """Reports a PyTorch model's forward graph, backward gradients and optimizer updates to `sink`.
+
+    model: the nn.Module whose module paths and parameter names the events carry (None: no modules, parameters
+    unnamed). `recording` is false while a step is not sampled: every seam then returns at once.
+    Use as a context manager, or `attach()` / `detach()`; detaching removes every hook it added.
+    """
+
+    def __init__(self, sink: Callable[[dict], None], model: torch.nn.Module | None = None,
+                 values_max_numel: int = 16) -> None:
+        self.sink = sink
+        self.model = model
+        self.values_max_numel = int(values_max_numel)
+        self.step: int | None = None
+        self.recording = True
+        #: called before the next torch call (rtxviz.torch.watch opens an inferred step there), or None
+        self.auto_begin: Callable[[], None] | None = None
+        #: called after an optimizer step over this model's parameters (watch ends an inferred step there)
+        self.on_optimizer_step: Callable[[], None] | None = None
+        self.pending_saved = 0
+        self._param_names: dict[int, str] = {}
+        self._modules: list[tuple[torch.nn.Module, str]] = []
+        if model is not None:
+            self._param_names = {id(p): n for n, p in model.named_parameters()}
+            self._modules = [(m, n or type(model).__name__) for n, m in model.named_modules()]
+        self._stack: list[str] = []
+        self._labels: dict[Any, _Label] = {}
+        self._ids: dict[Any, int] = {}            # grad_fn -> node id (this step)
+        self._acc: dict[Any, int] = {}            # AccumulateGrad node -> leaf id (this step)
+        self._leaves: dict[int, tuple[int, Any]] = {}  # id(tensor) -> (leaf id, weakref)
+        self._next_node = 0
+        self._next_leaf = 0
+        self._next_segment = 0
+        self._node_handles: list[Any] = []
+        self._handles: list[Any] = []
+        self._in_backward = 0
+        self._recompute: int | None = None        # the segment being recomputed now
+        self._recomputed: set[int] = set()        # ids of recomputed nodes (this step)
+        self._before: dict[int, torch.Tensor] = {}  # id(param) -> its copy before the optimizer step
+        self._mode: _Mode | None = None
+        self._saved_hooks: Any = None
+        self.attached = False
+
+    # -- attaching -------------------------------------------------------------------------------------------
+    def attach(self) -> TorchRecorder:
+        if self.attached:
+            return self
+        for m, path in self._modules:
+            self._handles.append(m.register_forward_pre_hook(partial(self._module_pre, path)))
+            self._handles.append(m.register_forward_hook(partial(self._module_post, path), always_call=True))
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._handles.append(register_optimizer_step_pre_hook(self._optimizer_pre))
+        self._handles.append(register_optimizer_step_post_hook(self._optimizer_post))
+        # pack returns a detached alias: returning the tensor itself would make a reference cycle through its
+        # grad_fn (torch.autograd.graph.saved_tensors_hooks' warning)
+        self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+        self._saved_hooks.__enter__()
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        self.attached = True
+        return self
+
+    def detach(self) -> None:
+        """Remove every hook, mode and table entry this recorder added (the model runs as if never watched)."""
+        if not self.attached:
+            return
+        self.attached = False
+        self.recording = False
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+        if self._saved_hooks is not None:
+            self._saved_hooks.__exit__(None, None, None)
+            self._saved_hooks = None
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self.new_step(None)
+        self._leaves.clear()
+        self._before.clear()
+
+    def __enter__(self) -> TorchRecorder:
+        return self.attach()
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()
+
+    def new_step(self, index: int | None) -> None:
+        """Start step `index` (None: between steps): the per-step tables and node hooks are dropped."""
+        self.step = index
+        for h in self._node_handles:
+            h.remove()
+        self._node_handles.clear()
+        self._labels.clear()
+        self._ids.clear()
+        self._acc.clear()
+        self._recomputed.clear()
+        self._recompute = None
+
+    def node_id(self, grad_fn: Any) -> int | None:
+        """The id this step's events give `grad_fn` (a node), or None when it was not reported."""
+        return self._ids.get(grad_fn)
+
+    def leaf_id_of(self, tensor: torch.Tensor) -> int | None:
+        """The leaf id of a parameter or input tensor already reported, else None."""
+        entry = self._leaves.get(id(tensor))
+        return entry[0] if entry is not None and entry[1]() is tensor else None
+
+    # -- forward ---------------------------------------------------------------------------------------------
+    def label(self, out: torch.Tensor, func: Any) -> None:
+        fn = out.grad_fn
+        if fn is None or fn in self._labels or fn in self._ids:
+            return
+        if len(self._labels) >= _TABLE_MAX:
+            self._labels.clear()
+        self._labels[fn] = _Label(op_from_function(getattr(func, "__name__", "op")),
+                                  self._stack[-1] if self._stack else None, out, self.pending_saved)
+        self.pending_saved = 0
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        self.pending_saved += t.element_size() * t.numel()
+        return t.detach()
+
+    def _module_pre(self, path: str, module: Any, args: Any) -> None:
+        self._stack.append(path)
+        if self._in_backward and self.recording and self._recompute is None:
+            # a module running inside backward: torch.utils.checkpoint (non-reentrant) recomputing a segment
+            # it dropped in forward; the reentrant variant opened its segment at its node's pre-hook already
+            seg = self._new_segment(path)
+            self._emit({"kind": "checkpoint", "phase": "end", "segment": seg, "ops": 0, "saved_bytes": 0})
+            self._begin_recompute(seg)
+
+    def _module_post(self, path: str, module: Any, args: Any, output: Any) -> None:
+        if self._stack and self._stack[-1] == path:
+            self._stack.pop()
+        if self._recompute is not None and self.recording:
+            roots = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
+            self._walk(roots, default_module=path)
+
+    # -- the graph -------------------------------------------------------------------------------------------
+    def run_backward(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """Report the graph behind the roots, hook its nodes, then run the backward `func` was asked for."""
+        roots = _tensors(args[0] if args else kwargs.get("tensors", kwargs.get("outputs", ())))
+        self._walk([t.grad_fn for t in roots if t.grad_fn is not None])
+        refs = []
+        for t in roots:
+            if t.grad_fn is not None and t.grad_fn in self._ids:
+                refs.append({"node": self._ids[t.grad_fn]})
+        self._emit({"kind": "backward_begin", "roots": refs, "create_graph": bool(kwargs.get("create_graph"))})
+        self._in_backward += 1
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self._in_backward -= 1
+            if not self._in_backward and self._recompute is not None:
+                self._end_recompute()
+            self._emit({"kind": "backward_end"})
+
+    def _walk(self, roots: list, default_module: str | None = None) -> None:
+        """Report every node reachable from `roots` not reported yet, producers before their consumers."""
+        ids, acc = self._ids, self._acc
+        if len(ids) >= _TABLE_MAX:
+            self.new_step(self.step)
+        stack: list[tuple[Any, str | None, bool]] = [(fn, default_module, False) for fn in reversed(roots)]
+        seen: set = set()
+        order: list[tuple[Any, str | None]] = []
+        labels = self._labels
+        while stack:
+            fn, module, done = stack.pop()
+            if done:
+                order.append((fn, module))
+                continue
+            if fn in seen or fn in ids or fn in acc:
+                continue
+            seen.add(fn)
+            if fn.name() == ACCUMULATE_GRAD:
+                self._leaf(fn)
+                continue
+            label = labels.get(fn)
+            if label is not None and label.module is not None:
+                module = label.module
+            stack.append((fn, module, True))
+            for child, _ in reversed(fn.next_functions):
+                if child is not None and child not in seen:
+                    stack.append((child, module, False))
+        for fn, module in order:
+            self._node(fn, module)
+
+    def _node(self, fn: Any, module: str | None) -> None:
+        self._next_node += 1
+        nid = self._ids[fn] = self._next_node
+        grad_fn_name = fn.name()
+        label = self._labels.pop(fn, None)
+        if label is not None:
+            op, shape, dtype, device, saved = label.op, label.shape, label.dtype, label.device, label.saved
+            module = label.module or module
+        else:
+            op, saved = op_from_grad_fn(grad_fn_name), 0
+            meta = fn._input_metadata  # what PyTorch knows of the node's (first) output: the gradient's shape
+            shape, dtype, device = (list(meta[0].shape), dtype_name(meta[0].dtype), str(meta[0].device)) \
+                if meta else ([], "?", "?")
+        refs = []
+        keep = []
+        for i, (child, _) in enumerate(fn.next_functions):
+            if child is None:
+                continue  # an input that needs no gradient: no edge in PyTorch's graph either
+            keep.append(i)
+            lid = self._acc.get(child)
+            refs.append({"leaf": lid} if lid is not None else {"node": self._ids[child]})
+        checkpoint = grad_fn_name == REENTRANT_CHECKPOINT
+        seg = None
+        if checkpoint:
+            op = "checkpoint"
+            seg = self._new_segment(module or "checkpoint")
+        ev: dict[str, Any] = {"kind": "node", "id": nid, "op": op, "inputs": refs, "shape": shape, "dtype": dtype,
+                              "device": device, "module": module, "attrs": {"grad_fn": grad_fn_name},
+                              "saved_bytes": saved}
+        if self._recompute is not None:
+            ev["recomputed"] = True
+            ev["segment"] = self._recompute
+            self._recomputed.add(nid)
+        elif seg is not None:
+            ev["segment"] = seg
+        self._emit(ev)
+        if seg is not None:
+            self._emit({"kind": "checkpoint", "phase": "end", "segment": seg, "ops": 1, "saved_bytes": saved})
+            self._node_handles.append(fn.register_prehook(partial(self._checkpoint_pre, seg)))
+        self._node_handles.append(fn.register_hook(partial(self._grad, nid, tuple(keep), checkpoint)))
+
+    def _leaf(self, fn: Any) -> None:
+        t = fn.variable
+        k = id(t)
+        entry = self._leaves.get(k)
+        if entry is not None and entry[1]() is t:
+            lid = entry[0]
+        else:
+            self._next_leaf += 1
+            lid = self._next_leaf
+            leaves = self._leaves
+
+            def forget(ref: Any, k: int = k) -> None:
+                e = leaves.get(k)
+                if e is not None and e[1] is ref:
+                    del leaves[k]
+
+            leaves[k] = (lid, weakref.ref(t, forget))
+            name = self._param_names.get(k)
+            ev: dict[str, Any] = {"kind": "leaf", "id": lid, "name": name, "shape": list(t.shape),
+                                  "dtype": dtype_name(t.dtype), "device": str(t.device), "requires_grad": True,
+                                  "param": name is not None or isinstance(t, torch.nn.Parameter)}
+            if t.numel() <= self.values_max_numel:
+                ev["values"] = stats_of(t, self.values_max_numel).get("values")
+            self._emit(ev)
+        self._acc[fn] = lid
+        self._node_handles.append(fn.register_hook(partial(self._leaf_grad, lid)))
+
+    # -- backward --------------------------------------------------------------------------------------------
+    def _grad(self, nid: int, keep: tuple, checkpoint: bool, grad_inputs: tuple, grad_outputs: tuple) -> None:
+        if not self.recording:
+            return
+        if self._recompute is not None and (checkpoint or nid not in self._recomputed):
+            self._end_recompute()  # the node whose backward asked for the recomputation has finished
+        vm = self.values_max_numel
+        outs = [stats_of(g, vm) for g in grad_outputs if g is not None]
+        ins = [stats_of(grad_inputs[i], vm) if i < len(grad_inputs) and grad_inputs[i] is not None else None
+               for i in keep]
+        self._emit({"kind": "grad", "node": nid,
+                    "output": combine(outs) if outs else {"shape": [], "norm": 0.0, "min": None, "max": None},
+                    "inputs": ins})
+
+    def _leaf_grad(self, lid: int, grad_inputs: tuple, grad_outputs: tuple) -> None:
+        if self.recording and grad_outputs and grad_outputs[0] is not None:
+            self._emit({"kind": "leaf_grad", "leaf": lid, "stats": stats_of(grad_outputs[0], self.values_max_numel)})
+
+    def _checkpoint_pre(self, seg: int, grad_outputs: tuple) -> None:
+        if self.recording and self._recompute is None:
+            self._begin_recompute(seg)
+
+    def _new_segment(self, name: str) -> int:
+        self._next_segment += 1
+        self._emit({"kind": "checkpoint", "phase": "begin", "segment": self._next_segment, "name": name})
+        return self._next_segment
+
+    def _begin_recompute(self, seg: int) -> None:
+        self._recompute = seg
+        self._emit({"kind": "checkpoint", "phase": "recompute_begin", "segment": seg})
+
+    def _end_recompute(self) -> None:
+        seg, self._recompute = self._recompute, None
+        self._emit({"kind": "checkpoint", "phase": "recompute_end", "segment": seg})
+
+    # -- the optimizer ---------------------------------------------------------------------------------------
+    def _own(self, optimizer: Any) -> list:
+        names = self._param_names
+        return [p for g in optimizer.param_groups for p in g["params"] if id(p) in names or not names]
+
+    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not self.recording:
+            return
+        with torch._C.DisableTorchFunction(), torch.no_grad():
+            for p in self._own(optimizer):
+                if p.grad is None:
+                    continue
+                buf = self._before.get(id(p))
+                if buf is None or buf.shape != p.shape or buf.dtype != p.dtype:
+                    buf = self._before[id(p)] = torch.empty_like(p)  # kept and reused: no allocation per step
+                buf.copy_(p)
+
+    def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        own = self._own(optimizer)
+        if not own:
+            return
+        if self.recording:
+            rows = []
+            with torch._C.DisableTorchFunction(), torch.no_grad():
+                for p in own:
+                    buf = self._before.get(id(p))
+                    if p.grad is None or buf is None:
+                        continue
+                    lid = self._leaves.get(id(p), (None,))[0]
+                    if lid is None:
+                        continue  # a parameter this step's graph never reached
+                    buf.sub_(p)  # -(the update)
+                    un, pn = _norm(buf), _norm(p)
+                    rows.append({"leaf": lid, "name": self._param_names.get(id(p)), "grad_norm": _norm(p.grad),
+                                 "param_norm": pn, "update_norm": un,
+                                 "update_ratio": None if un is None or not pn else un / pn})
+            self._emit({"kind": "optimizer_step", "optimizer": type(optimizer).__name__, "params": rows})
+        if self.on_optimizer_step is not None:
+            self.on_optimizer_step()
+
+    def _emit(self, ev: dict) -> None:
+        ev["v"] = 1
+        ev["t"] = _now()
+        ev["step"] = self.step
+        self.sink(ev)
+
+
+def _unpack(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def _norm(t: torch.Tensor) -> float | None:
+    v = float(torch.linalg.vector_norm(t.detach(), dtype=torch.float64))
+    return v if v == v and v != float("inf") else None
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    """The tensors in a value that may be a tensor, or a tuple/list (nested once) of them."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    out: list[torch.Tensor] = []
+    if isinstance(obj, tuple | list):
+        for o in obj:
+            out.extend(_tensors(o) if isinstance(o, tuple | list | torch.Tensor) else ())
+    return out
+
+
+__all__ = ["TorchRecorder", "as_numpy"]
