@@ -57,3 +57,28 @@ export function gradText(s: Stats | null | undefined): string {
   if (c === "nonfinite") return `grad: ${GRAD_CLASSES.nonfinite.word} (${s!.nan ?? 0} NaN, ${s!.inf ?? 0} Inf)`;
   return `‖grad‖ = ${fmt(s!.norm)}`;
 }
+
+/** A backward that raised at a node (not a gradient class: the node has no gradient to classify). */
+export const ERROR_COLOUR = "#be123c";
+
+/** The sRGB channels of "rgb(r, g, b)" or "#rrggbb". */
+export function parseColour(c: string): [number, number, number] {
+  if (c.startsWith("#")) return [1, 3, 5].map((i) => parseInt(c.slice(i, i + 2), 16)) as [number, number, number];
+  const m = c.match(/[\d.]+/g) ?? ["0", "0", "0"];
+  return [Number(m[0]), Number(m[1]), Number(m[2])];
+}
+
+/** WCAG relative luminance of an sRGB colour. */
+export function luminance(c: string): number {
+  const lin = (v: number) => { const x = v / 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; };
+  const [r, g, b] = parseColour(c);
+  return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+}
+
+/** The text colour (white or black) that reads best on `background`: the ramp runs from dark purple to
+ * yellow, so no single text colour is readable on every badge. */
+export function textOn(background: string): string {
+  const l = luminance(background);
+  const dark = 0; // black: with white, one of the two always reaches a contrast of 4.5
+  return (1.05) / (l + 0.05) >= (l + 0.05) / (dark + 0.05) ? "#ffffff" : "#000000";
+}

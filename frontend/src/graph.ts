@@ -27,11 +27,14 @@ export class GraphPane {
   visible: Visible | null = null;
   /** The structure to draw changed (another step, a group opened): draw even without new events. */
   dirty = true;
-  private fitted = false;
+  /** Fit the graph in view as it grows and when a full layout lands, until the user pans or zooms (per run). */
+  private autoFit = true;
+  private fittedBounds: { x0: number; y0: number; x1: number; y1: number } | null = null;
   private readonly startedAt = performance.now();
 
   constructor(private metrics: Metrics, private hooks: GraphHooks) {
     this.view = new GraphView($("#graph-wrap"));
+    this.view.onUserMove = () => { this.autoFit = false; };
     this.layout = new LayoutRunner(metrics, () => this.visible, (pos) => this.adopt(pos), hooks.status);
     this.bindToolbar();
   }
@@ -40,8 +43,26 @@ export class GraphPane {
   reset(): void {
     this.place = new Placement();
     this.visible = null;
-    this.fitted = false;
+    this.autoFit = true;
+    this.fittedBounds = null;
     this.layout.forget();
+  }
+
+  /** The visible structure changed by the user's hand (a group opened or closed, "expand all", the budget):
+   * place everything again, so that what follows an opened group moves below it instead of staying where the
+   * collapsed group ended (the layered placement keeps every edge pointing down). */
+  replaceAll(): void {
+    this.place = new Placement();
+  }
+
+  /** Fit the visible graph in view (the first draw of a run; later ones while it grows past what was fitted). */
+  private fitIfNeeded(v: Visible, force: boolean): void {
+    const b = this.place.bounds(v);
+    const f = this.fittedBounds;
+    const inside = f && b.x0 >= f.x0 && b.y0 >= f.y0 && b.x1 <= f.x1 && b.y1 <= f.y1;
+    if (f && (!this.autoFit || (inside && !force))) return;
+    this.view.fit(b);
+    this.fittedBounds = b;
   }
 
   /** Compute what is visible of `g`, place and draw it; the first time there is something, fit it in view. */
@@ -52,10 +73,7 @@ export class GraphPane {
     this.view.selected = selected;
     this.view.render(v, this.place, g);
     this.dirty = false;
-    if (!this.fitted && v.items.size) {
-      this.view.fit(this.place.bounds(v));
-      this.fitted = true;
-    }
+    if (v.items.size) this.fitIfNeeded(v, false);
     if (this.metrics.firstRenderMs === null && v.items.size) this.metrics.firstRenderMs = performance.now() - this.startedAt;
     return v;
   }
@@ -82,6 +100,7 @@ export class GraphPane {
       this.choices.collapsed.delete(id);
       this.choices.expanded.add(id);
     }
+    this.replaceAll();
   }
 
   private adopt(pos: Record<string, Pos>): void {
@@ -89,7 +108,7 @@ export class GraphPane {
     const g = this.hooks.graph();
     if (this.visible && g) {
       this.view.render(this.visible, this.place, g);
-      if (this.metrics.layouts === 1) this.view.fit(this.place.bounds(this.visible));
+      this.fitIfNeeded(this.visible, true); // every position changed: fit again unless the user moved the view
     }
   }
 
@@ -102,6 +121,7 @@ export class GraphPane {
   private expandAll(): void {
     this.choices.collapsed.clear();
     if (this.visible) for (const p of this.visible.groups.keys()) this.choices.expanded.add(p);
+    this.replaceAll();
     this.hooks.draw();
   }
 
@@ -117,7 +137,11 @@ export class GraphPane {
   }
 
   private bindToolbar(): void {
-    $("#fit-btn").addEventListener("click", () => this.visible && this.view.fit(this.place.bounds(this.visible)));
+    $("#fit-btn").addEventListener("click", () => {
+      if (!this.visible) return;
+      this.autoFit = true;
+      this.fitIfNeeded(this.visible, true);
+    });
     $("#collapse-btn").addEventListener("click", () => this.collapseAll());
     $("#expand-btn").addEventListener("click", () => this.expandAll());
     $("#svg-btn").addEventListener("click", () => this.exportSvg());
@@ -128,6 +152,6 @@ export class GraphPane {
       budget.append(h("option", { value: String(this.choices.budget) }, String(this.choices.budget)));
       budget.value = String(this.choices.budget);
     }
-    budget.addEventListener("change", () => { this.choices.budget = Number(budget.value); this.hooks.draw(); });
+    budget.addEventListener("change", () => { this.choices.budget = Number(budget.value); this.replaceAll(); this.hooks.draw(); });
   }
 }

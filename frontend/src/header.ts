@@ -38,7 +38,8 @@ export class Header {
     const al = $("#alerts");
     clear(al);
     for (const a of g.anomalies.slice(0, 8)) {
-      const li = h("li", { class: a.origin ? "origin" : "" }, `${a.phase}: ${a.message || a.op}`);
+      const cls = a.reason === "error" ? "error" : a.origin ? "origin" : "";
+      const li = h("li", { class: cls }, `${a.reason === "error" ? "error in backward" : a.phase}: ${a.message || a.op}`);
       if (a.key) li.addEventListener("click", () => this.onAlert(a.key!));
       al.append(li);
     }

@@ -36,7 +36,13 @@ export class LayoutRunner {
   }
 
   schedule(v: Visible): void {
-    if (v.items.size > LAYOUT_BUDGET || v.items.size < 2) return;
+    if (v.items.size > LAYOUT_BUDGET || v.items.size < 2) {
+      // a layout asked for a smaller structure (before a group opened) must not land on this one
+      if (this.quietTimer !== null) { clearTimeout(this.quietTimer); this.quietTimer = null; }
+      if (this.started) this.cancel("");
+      this.sig = "";
+      return;
+    }
     if (this.quietTimer !== null) clearTimeout(this.quietTimer);
     this.quietTimer = window.setTimeout(() => this.request(), 250);
   }
@@ -109,9 +115,18 @@ export class LayoutRunner {
     this.clearTimers();
     this.busy(false);
     if (!r.ok || !r.pos) return;
+    const v = this.visible();
+    if (!v || structureSig(v) !== this.sig) {
+      // the structure changed while the worker ran (a group opened, "expand all"): these positions are for
+      // another graph; the incremental placement stays, and the next quiet moment asks again
+      this.sig = "";
+      return;
+    }
     this.metrics.layoutMs = r.ms;
     this.metrics.layouts++;
     document.body.dataset.layouts = String(this.metrics.layouts); // for tests and benchmarks: a full layout landed
-    this.landed(expandLayout(r.pos, this.chains));
+    const pos = expandLayout(r.pos, this.chains);
+    document.body.dataset.layoutItems = String(Object.keys(pos).length); // ... and for how many items
+    this.landed(pos);
   }
 }

@@ -1,5 +1,5 @@
 // Side panels: inspector, legend, teaching step. Everything from events goes in as text.
-import { fmt, gradClass, gradColor, gradText, rampColor } from "./colors";
+import { ERROR_COLOUR, fmt, gradClass, gradColor, gradText, rampColor } from "./colors";
 import { clear, h } from "./dom";
 import { GRAD_CLASSES, GRAD_CLASS_ORDER, RAMP_LOG_MAX, RAMP_LOG_MIN, type GradClassName } from "./generated/summary";
 import type { VItem, Visible } from "./groups";
@@ -100,6 +100,11 @@ export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGr
   }
   if (n.attrs && Object.keys(n.attrs).length) el.append(row("attrs", JSON.stringify(n.attrs).slice(0, 300)));
   if (n.anomaly) el.append(flag("nonfinite", `${n.origin ? "first NaN/Inf here: " : ""}${n.anomaly}`));
+  if (n.error) {
+    const e = h("div", { class: "flag error" }, `error in backward at this node: ${n.error}`);
+    e.style.background = ERROR_COLOUR;
+    el.append(e);
+  }
   if (n.inputs.length && graph) {
     const list = h("div", { class: "inputs" });
     n.inputs.forEach((k, i) => {

@@ -38,6 +38,8 @@ export interface GNode {
   isRoot: boolean; // a backward root (the loss)
   anomaly: string | null;
   origin: boolean; // the first NaN/Inf producer
+  /** The backward that raised here (an in-place write to a saved tensor, AnomalyError): its message. */
+  error: string | null;
   seq: number;
 }
 
@@ -73,6 +75,8 @@ export interface AnomalyInfo {
   key: string | null;
   message: string;
   origin: boolean;
+  /** "error": the backward raised at this node; "nonfinite" (or absent): NaN/Inf. */
+  reason: "nonfinite" | "error";
 }
 
 export interface LeafInfo {
@@ -89,7 +93,9 @@ export interface LeafInfo {
 /** Leaves are announced once per run (parameters are reused by every step): the run keeps them. */
 export type LeafTable = Map<number, LeafInfo>;
 
-export type BackwardState = "none" | "running" | "done";
+/** "failed": a backward raised (an anomaly event with reason "error" came before its end); "interrupted": the step
+ * ended while a backward had begun and not ended (an emitter that died, or one older than the error events). */
+export type BackwardState = "none" | "running" | "done" | "failed" | "interrupted";
 
 type Of<K extends CoreRunEvent["kind"]> = Stored<EventOf<K>>;
 
@@ -146,6 +152,8 @@ export class StepGraph {
   private recomputeLeaves = 0;
   /** Nesting of backward passes: a checkpoint's recomputation runs its own backward inside the outer one. */
   private backwardDepth = 0;
+  /** A backward of this step raised (an anomaly with reason "error"). */
+  private failed = false;
 
   constructor(step: number | null, private leaves: LeafTable) {
     this.step = step;
@@ -185,7 +193,11 @@ export class StepGraph {
       }
       case "backward_end":
         this.backwardDepth = Math.max(0, this.backwardDepth - 1);
-        if (this.backwardDepth === 0) this.backward = "done";
+        if (this.backwardDepth === 0) this.backward = this.failed ? "failed" : "done";
+        return true;
+      case "step_end":
+        if (this.backward === "running") this.backward = this.failed ? "failed" : "interrupted";
+        this.backwardDepth = 0;
         return true;
       case "anomaly": {
         const nid = num(ev.node);
@@ -196,9 +208,15 @@ export class StepGraph {
           key,
           message: str(ev.message) ?? "",
           origin: ev.origin === true,
+          reason: ev.reason === "error" ? "error" : "nonfinite",
         };
         this.anomalies.push(info);
         const n = key ? this.nodes.get(key) : undefined;
+        if (info.reason === "error") {
+          this.failed = true;
+          if (n) n.error = info.message || `${info.phase} error`;
+          return true;
+        }
         if (n) {
           n.anomaly = info.message || `${info.phase} NaN/Inf`;
           if (info.origin) n.origin = true;
@@ -252,7 +270,8 @@ export class StepGraph {
       key, kind, id: leafId, op: kind, name, inputs: [], shape: info?.shape ?? [], dtype: info?.dtype ?? "?",
       device: info?.device ?? "?", module: null, group, rule: null, attrs: null, savedBytes: null,
       values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null,
-      gradOrder: -1, segment: null, recomputed: false, anchor: null, isRoot: false, anomaly: null, origin: false, seq: -1,
+      gradOrder: -1, segment: null, recomputed: false, anchor: null, isRoot: false, anomaly: null, origin: false, error: null,
+      seq: -1,
     };
     this.byLeafId.set(leafId, key);
     this.nodes.set(key, n);
@@ -301,7 +320,7 @@ export class StepGraph {
         (ev.attrs && typeof ev.attrs === "object" ? ev.attrs : null) as Record<string, unknown> | null,
       savedBytes: num(ev.saved_bytes), values: arr<number | null>(ev.values), requiresGrad: true, grad: null,
       inGrads: null, gradOrder: -1, segment, recomputed: !!rc, anchor, isRoot: false, anomaly: null, origin: false,
-      seq: num(ev.seq) ?? -1,
+      error: null, seq: num(ev.seq) ?? -1,
     };
     this.byNodeId.set(id, key);
     this.nodes.set(key, n);

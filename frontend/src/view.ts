@@ -1,6 +1,6 @@
 // The SVG graph view. One <g> holds everything and pan/zoom transform only that group. Elements are kept per
 // visible id and touched only when what they show changes.
-import { gradClass, gradColor, gradWidth, fmt } from "./colors";
+import { ERROR_COLOUR, gradClass, gradColor, gradWidth, fmt, textOn } from "./colors";
 import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
 import type { VEdge, VItem, Visible } from "./groups";
@@ -56,6 +56,8 @@ export class GraphView {
   focus: string | null = null; // teaching mode's current node
   onSelect: (vid: string, item: VItem) => void = () => {};
   onToggle: (item: VItem) => void = () => {};
+  /** The user panned or zoomed (the page stops fitting the graph for them). */
+  onUserMove: () => void = () => {};
   private lastVisible: Visible | null = null;
 
   constructor(container: HTMLElement) {
@@ -104,6 +106,7 @@ export class GraphView {
     this.svg.addEventListener("pointerdown", (e) => {
       if ((e.target as Element).closest("g.vnode")) return;
       drag = { x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty };
+      this.onUserMove();
       this.svg.setPointerCapture(e.pointerId);
       this.svg.classList.add("panning");
     });
@@ -116,6 +119,7 @@ export class GraphView {
     this.svg.addEventListener("pointercancel", end);
     this.svg.addEventListener("wheel", (e) => {
       e.preventDefault();
+      this.onUserMove();
       const r = this.svg.getBoundingClientRect();
       const mx = e.clientX - r.left, my = e.clientY - r.top;
       const k2 = Math.min(3, Math.max(0.05, this.k * Math.exp(-e.deltaY * 0.0015)));
@@ -161,14 +165,17 @@ export class GraphView {
     const flags: string[] = [];
     if (n?.origin) flags.push("origin");
     if (n?.anomaly) flags.push("anomaly");
+    if (n?.error) flags.push("error");
     if (n?.recomputed) flags.push("recomputed");
     if (n?.segment) flags.push("checkpointed");
     const cls = `vnode kind-${kind} grad-${gc}${it.ghost ? " ghost" : ""}${this.selected === it.vid ? " selected" : ""}` +
       `${this.focus === it.vid ? " focus" : ""}${flags.map((f) => " " + f).join("")}`;
     const title = n ? nodeTitle(n) : it.label;
     const sub = n ? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
-    const badge = gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : GRAD_CLASSES[gc].word; // "none" has no word: no badge
+    // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
+    const badge = n?.error ? "error" : gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : GRAD_CLASSES[gc].word;
     const colour = gradColor(grad);
+    const badgeColour = n?.error ? ERROR_COLOUR : colour;
     const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}`;
     const posKey = `${p.x},${p.y}`;
     let el = this.nodes.get(it.vid);
@@ -203,8 +210,11 @@ export class GraphView {
     el.append(t1, t2, s("title", {}, tip));
     if (badge) {
       // above the node's top edge, so it never sits on the title
-      el.append(s("rect", { class: `badge badge-${gc}`, x: NODE_W - 66, y: -15, width: 70, height: 14, rx: 7, fill: colour }));
-      el.append(s("text", { class: `badge-text badge-${gc}`, x: NODE_W - 31, y: -4.5 }, badge));
+      const bc = n?.error ? "error" : gc;
+      el.append(s("rect", { class: `badge badge-${bc}`, x: NODE_W - 66, y: -15, width: 70, height: 14, rx: 7, fill: badgeColour }));
+      const txt = s("text", { class: `badge-text badge-${bc}`, x: NODE_W - 31, y: -4.5 }, badge);
+      txt.style.fill = textOn(badgeColour); // readable on every ramp colour (dark purple to yellow)
+      el.append(txt);
     }
     if (it.type !== "node" && it.count) {
       el.append(s("text", { class: "grad-count", x: 6, y: NODE_H + 12 }, computed ? `${computed}/${it.count} grads` : ""));

@@ -146,3 +146,44 @@ def chain_graph(n: int) -> list[dict[str, Any]]:
 
 def finite(x: float) -> bool:
     return math.isfinite(x)
+
+
+def gpt_graph(n_blocks: int = 12, ops_per_block: int = 200, seed: int = 0) -> list[dict[str, Any]]:
+    """`big_graph`'s blocks followed by an output section as a GPT has it: a final layer_norm, the head's matmul
+    with its weight, and the loss (module paths model.ln_f, model.head; the loss module-less); backward from the
+    loss. ~n_blocks * ops_per_block nodes."""
+    body = big_graph(n_blocks, ops_per_block, seed)
+    cut = next(i for i, e in enumerate(body) if e["kind"] == "backward_begin")
+    head, tail = body[:cut], body[cut:]
+    last = tail[0]["roots"][0]
+    nid = max(e["id"] for e in head if e["kind"] == "node")
+    lid = max(e["id"] for e in head if e["kind"] == "leaf")
+    sh = dict(dtype="float32", device="cpu")
+    head += [
+        ev("node", 0, id=nid + 1, op="layer_norm", inputs=[last], shape=[32, 64], module="model.ln_f",
+           rule="r", saved_bytes=8192, **sh),
+        ev("leaf", 0, id=lid + 1, name="model.head.weight", shape=[64, 100], requires_grad=True, param=True, **sh),
+        ev("node", 0, id=nid + 2, op="matmul", inputs=[{"node": nid + 1}, {"leaf": lid + 1}], shape=[32, 100],
+           module="model.head", rule="r", saved_bytes=8192, **sh),
+        ev("node", 0, id=nid + 3, op="cross_entropy", inputs=[{"node": nid + 2}], shape=[], module=None,
+           rule="r", saved_bytes=0, **sh),
+    ]
+    grads = [ev("grad", 0, node=n, output=_st(s, 1.0), inputs=[_st(s, 0.5)])
+             for n, s in ((nid + 3, []), (nid + 2, [32, 100]), (nid + 1, [32, 64]))]
+    tail[0] = ev("backward_begin", 0, roots=[{"node": nid + 3}])
+    return head + tail[:1] + grads + tail[1:]
+
+
+def norm_ladder(norms: list[float]) -> list[dict[str, Any]]:
+    """One op per norm, each fed by its own leaf, each op's gradient of that norm (for badge colours)."""
+    out = [ev("run_start", None, name="norm-ladder"), ev("step_begin", 0)]
+    for i, _ in enumerate(norms, 1):
+        out.append(ev("leaf", 0, id=i, name=f"p{i}", shape=[3], dtype="float32", device="cpu", requires_grad=True,
+                      param=True))
+        out.append(ev("node", 0, id=i, op="tanh", inputs=[{"leaf": i}], shape=[3], dtype="float32", device="cpu",
+                      module=None, rule="r", saved_bytes=12))
+    out.append(ev("backward_begin", 0, roots=[{"node": 1}]))
+    for i, n in enumerate(norms, 1):
+        out.append(ev("grad", 0, node=i, output=_st([3], n), inputs=[_st([3], n)]))
+    out += [ev("backward_end", 0), ev("step_end", 0)]
+    return out

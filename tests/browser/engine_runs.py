@@ -1,0 +1,67 @@
+"""Real engine runs for the browser tests: the engine watched through the emitter (`rtxviz.events.watch`) with a
+transport that keeps the events, which the tests then post to the test server as a recorded run would arrive."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import rtxviz.events as events
+from rtxviz import Tensor, Variable
+
+
+class KeepEvents:
+    """A transport that keeps every event it is sent (seq is assigned by the server they are posted to)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def send(self, run: Any, lines: list, dropped: int) -> None:
+        self.events.extend(json.loads(line) for line in lines)
+
+    def close(self) -> None:
+        pass
+
+
+def recorded(name: str, body: Callable[[Any], None], **options: Any) -> list[dict[str, Any]]:
+    """The events of running `body(run)` under `watch`, run_start to run_end."""
+    keep = KeepEvents()
+    with events.watch(transport=keep, run_name=name, flush_interval=0.01, **options) as run:
+        try:
+            body(run)
+        except Exception as exc:  # the run's error is part of what the page shows
+            run.error = exc  # type: ignore[attr-defined]
+    return keep.events
+
+
+def var(values: list[float], name: str | None = None, requires_grad: bool = True) -> Variable:
+    v = Variable.from_tensor(Tensor(np.array(values, dtype=np.float64)), name=name)
+    v.requires_grad = requires_grad
+    return v
+
+
+def inplace_error_run() -> list[dict[str, Any]]:
+    """exp saves its output; the output is then doubled in place, so exp's backward raises (version mismatch)."""
+    def body(run: Any) -> None:
+        with run.step(0):
+            x = var([0.5, -1.0, 2.0], "x")
+            y = x.exp()
+            y.mul_(2.0)
+            y.sum().backward()
+    return recorded("inplace-error", body)
+
+
+def anomaly_error_run() -> list[dict[str, Any]]:
+    """log of a negative number under detect_anomaly: the forward NaN makes it raise AnomalyError."""
+    from rtxviz.debug.anomaly import detect_anomaly
+
+    def body(run: Any) -> None:
+        with run.step(0):
+            x = var([1.0, -1.0], "x")
+            w = var([0.0, 2.0], "w")
+            with detect_anomaly(forward=False):
+                ((x * w).sqrt()).sum().backward()
+    return recorded("anomaly-error", body)
