@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STATIC := rtxviz/web/static/index.html
+# the build writes the page into rtxviz/web/static, then the notebook widget (the last file it writes)
+STATIC := rtxviz/notebook/static/widget.js
 # the build generates frontend/src/generated/ from the event schema and the gradient classes (scripts/gen_frontend.py)
 GEN_SRC := scripts/gen_frontend.py rtxviz/schema.py $(wildcard rtxviz/summary/*.py)
 FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/test/*.ts frontend/*.html frontend/*.css frontend/*.mjs) \

@@ -34,9 +34,12 @@ __all__ = [*_engine_all, "AnomalyError", "data", "detect_anomaly", "float32", "f
 
 def __getattr__(name: str) -> Any:
     # The event stream pulls in pydantic: load it only when asked for (rtxviz.watch, rtxviz.events).
-    if name in ("watch", "events"):
+    # rtxviz.watch is the notebook's (rtxviz.notebook.api): the emitter's watch, plus `notebook=True`.
+    if name in ("watch", "events", "notebook"):
         import importlib
 
-        events = importlib.import_module(".events", __name__)
-        return events.watch if name == "watch" else events
+        if name == "events":
+            return importlib.import_module(".events", __name__)
+        notebook = importlib.import_module(".notebook", __name__)
+        return notebook.watch if name == "watch" else notebook
     raise AttributeError(f"module 'rtxviz' has no attribute {name!r}")

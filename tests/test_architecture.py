@@ -32,12 +32,14 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.torch": {"rtxviz.events", "rtxviz.schema", "rtxviz.summary", "rtxviz.render", "rtxviz.export",
                      "rtxviz.debug", "rtxviz._version"},
     "rtxviz.web": {"rtxviz.schema", "rtxviz.store", "rtxviz.summary", "rtxviz._version"},
+    # the live view in a notebook: the emitter with a comm transport, a Variable's graph model replayed as events
+    "rtxviz.notebook": {"rtxviz.events", "rtxviz.render", "rtxviz.summary", "rtxviz.engine"},
     "rtxviz.cli": {"rtxviz", "rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.events",
                    "rtxviz.render", "rtxviz.store", "rtxviz.export", "rtxviz.web", "rtxviz.schema",
                    "rtxviz.summary", "rtxviz.conformance", "rtxviz._version"},
     # the package root re-exports the user-facing parts (the event stream lazily, on first use)
     "rtxviz": {"rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.debug", "rtxviz.render",
-               "rtxviz.events", "rtxviz._version"},
+               "rtxviz.events", "rtxviz.notebook", "rtxviz._version"},
 }
 
 #: The engine's own floors, bottom up: a module may import its own floor or lower ones, never a higher one.

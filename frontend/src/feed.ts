@@ -2,8 +2,9 @@
 // the page carries; and the events of an older step, on demand.
 import { Stream, type Api, type RunInfo } from "./api";
 import { $ } from "./dom";
-import { EMBEDDED } from "./env";
+import { EMBEDDED, HOSTED } from "./env";
 import type { RunEvent } from "./generated/events";
+import { keepRecentSteps, listenToHost } from "./hosted";
 
 export interface FeedSink {
   /** The run's name, and its last seq when the stream opened (the stored events arrive before it is drawn). */
@@ -17,6 +18,8 @@ export class RunFeed {
   /** The exported page's events, every step. */
   private exported: RunEvent[] = [];
   private exportedName = "";
+  /** The notebook widget's frame: stops listening to the host window. */
+  private unlisten: (() => void) | null = null;
 
   constructor(private api: Api) {}
 
@@ -36,6 +39,13 @@ export class RunFeed {
     if (EMBEDDED) {
       sink.hello(this.exportedName, this.exported.reduce((m, e) => Math.max(m, e.seq ?? 0), 0));
       sink.events(this.exported.slice());
+      this.unlisten?.();
+      if (HOSTED) {
+        this.unlisten = listenToHost((evs) => {
+          this.exported = keepRecentSteps(this.exported, evs); // what the step picker can bring back
+          sink.events(evs);
+        }, (text) => sink.status(text));
+      }
       return;
     }
     const u = new URL(location.href);

@@ -2,7 +2,7 @@
 // and one draw of everything the shown step affects.
 import { Api, type RunInfo } from "./api";
 import { $ } from "./dom";
-import { EMBEDDED } from "./env";
+import { EMBEDDED, HOSTED } from "./env";
 import { RunFeed } from "./feed";
 import { Frames } from "./frames";
 import { GraphPane } from "./graph";
@@ -58,7 +58,8 @@ function draw(): void {
 
 function open(runId: string): void {
   runs.current = runId;
-  const model = new RunModel(EMBEDDED ? Infinity : 4); // an exported run keeps every step: nothing to fetch
+  // an exported run keeps every step (nothing to fetch); the notebook's frame keeps recent steps (feed.ts)
+  const model = new RunModel(EMBEDDED && !HOSTED ? Infinity : 4);
   history.reset(model);
   frames.reset();
   pane.reset();
@@ -97,7 +98,7 @@ function startExported(): void {
   }
   header.runName = run.name || run.id;
   runs.only(run);
-  header.status("exported run (no server)");
+  header.status(HOSTED ? "notebook view (no server)" : "exported run (no server)");
 }
 
 if (EMBEDDED) startExported(); else void runs.start((t) => header.status(t));

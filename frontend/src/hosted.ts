@@ -1,0 +1,38 @@
+// The notebook widget's transport: the host window (src/widget.ts, in the notebook's page) posts the live event
+// batches it receives over the widget's comm to this page, which runs in the widget's frame. The page reads its
+// first events (the saved snapshot) from `#rtxviz-run` like the exported page; this adds the live ones.
+import type { RunEvent } from "./generated/events";
+
+/** What the host posts to the frame. */
+export type HostMessage =
+  | { rtxviz: "events"; events: RunEvent[] }
+  | { rtxviz: "status"; text: string };
+
+/** Steps whose events the frame keeps for the step picker (older ones are gone, as on the server's page). */
+export const HOSTED_STEPS_KEPT = 50;
+
+/** Listen to the host window; returns the function that stops listening. */
+export function listenToHost(onEvents: (evs: RunEvent[]) => void, onStatus: (text: string) => void): () => void {
+  const handler = (e: MessageEvent): void => {
+    if (e.source !== window.parent) return; // only the host posts batches
+    const m = e.data as HostMessage | null;
+    if (!m || typeof m !== "object") return;
+    if (m.rtxviz === "events" && Array.isArray(m.events)) onEvents(m.events);
+    else if (m.rtxviz === "status" && typeof m.text === "string") onStatus(m.text);
+  };
+  window.addEventListener("message", handler);
+  return () => window.removeEventListener("message", handler);
+}
+
+/** Keep the events of the newest `keep` steps (and the step-less ones) out of `evs` plus `more`, in order. */
+export function keepRecentSteps(evs: RunEvent[], more: RunEvent[], keep = HOSTED_STEPS_KEPT): RunEvent[] {
+  const all = evs.concat(more);
+  const steps: number[] = [];
+  for (const e of all) {
+    const s = e.step;
+    if (typeof s === "number" && steps[steps.length - 1] !== s && !steps.includes(s)) steps.push(s);
+  }
+  if (steps.length <= keep) return all;
+  const kept = new Set(steps.slice(-keep));
+  return all.filter((e) => typeof e.step !== "number" || kept.has(e.step));
+}
