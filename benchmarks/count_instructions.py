@@ -4,9 +4,10 @@ inputs repeats to a fraction of a percent whatever else runs.
 
     python benchmarks/count_instructions.py --before /path/to/old/checkout [--after .] [--calls 300]
 
-Each checkout's own .venv runs its own benchmarks/bench_engine.py workload `calls` times under
-`valgrind --tool=callgrind`, once with the body and once without (set-up, imports and the first, warming call cost
-the same in both), so the difference divided by `calls` is the instructions one call costs.
+Each checkout's own .venv runs its own benchmarks/bench_engine.py workload under `valgrind --tool=callgrind`
+twice, with `--reps` and with 3 x `--reps` repetitions of the body after a warming call; imports and set-up cost
+the same in both runs (a plain run first compiles the .pyc files), so the difference divided by the extra calls is
+the instructions one call costs.
 """
 
 from __future__ import annotations
@@ -54,9 +55,12 @@ def instructions(checkout: Path, name: str, reps: int) -> tuple[int, int]:
 
 
 def per_call(checkout: Path, name: str, reps: int) -> float:
-    with_body, calls = instructions(checkout, name, reps)
-    without, _ = instructions(checkout, name, 0)
-    return (with_body - without) / (reps * calls)
+    python = checkout / ".venv" / "bin" / "python"
+    subprocess.run([str(python), "-c", "import rtxviz, bench_engine"], check=True, cwd=checkout / "benchmarks",
+                   env=dict(os.environ, PYTHONPATH=str(checkout)))  # .pyc files written before counting
+    few, calls = instructions(checkout, name, reps)
+    many, _ = instructions(checkout, name, 3 * reps)
+    return (many - few) / (2 * reps * calls)
 
 
 def main() -> None:

@@ -265,11 +265,10 @@ def test_elided_gap_carries_the_worst_gradient():
 
 
 @needs_dot
-def test_chain_renders_fast_with_the_elision_node(chain, tmp_path):
-    t0 = time.perf_counter()
+def test_a_long_chain_renders_cut_to_the_budget_with_the_elision_node(chain, tmp_path):
+    # The uncut 40,000-op graph ran into the 10 s timeout; what keeps it fast is that dot never sees more than
+    # the budget's nodes, which is what this asserts (the time itself is a benchmark's business, not a test's)
     path = render(chain, str(tmp_path / "x.svg"), timeout=10.0)
-    took = time.perf_counter() - t0
-    assert took < 5.0, took  # well under the 10 s timeout that the uncut graph ran into
     svg = parse(open(path, "rb").read())
     gap = [v for v in svg["nodes"].values() if "rtx-elided" in v["class"]]
     assert len(gap) == 1 and re.fullmatch(r"… [\d,]+ ops …", gap[0]["texts"][0])
@@ -279,11 +278,9 @@ def test_chain_renders_fast_with_the_elision_node(chain, tmp_path):
 
 
 @needs_dot
-def test_jupyter_repr_of_a_long_chain_is_quick(chain):
-    t0 = time.perf_counter()
+def test_jupyter_repr_of_a_long_chain_is_cut_to_the_repr_budget(chain):
     svg = chain._repr_svg_()
-    took = time.perf_counter() - t0
-    assert svg is not None and took < 3.0, took
+    assert svg is not None
     nodes = parse(svg)["nodes"]
     assert any("rtx-elided" in v["class"] for v in nodes.values())
     assert len([v for v in nodes.values() if not v["id"].startswith("rtx-legend")]) <= R.graphviz_run.REPR_MAX_NODES
