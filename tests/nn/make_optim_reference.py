@@ -121,8 +121,8 @@ def jsonable_state(state_dict: dict) -> dict:
     def value(v):
         if isinstance(v, torch.Tensor):
             return v.item() if v.ndim == 0 else arr(v)
-        if isinstance(v, tuple):
-            return list(v)
+        if isinstance(v, (tuple, list)):  # betas; LBFGS's history (lists of tensors)
+            return [value(x) for x in v]
         return v
     return {"state": {str(k): {n: value(v) for n, v in st.items()} for k, st in state_dict["state"].items()},
             "param_groups": [{k: value(v) for k, v in g.items() if k not in TORCH_ONLY_GROUP_KEYS}
@@ -184,7 +184,7 @@ LBFGS_CONFIGS = [
     ("coupled", {"line_search_fn": "strong_wolfe", "tolerance_change": 1e-3, "tolerance_grad": 1e-2}),
     # the line search's other paths: extrapolating from a short first step, running out of evaluations while
     # extrapolating, and zooming with long steps
-    ("coupled", {"lr": 0.01, "line_search_fn": "strong_wolfe"}),
+    ("coupled", {"lr": 0.01, "line_search_fn": "strong_wolfe", "max_iter": 3}),
     ("rosenbrock", {"lr": 0.001, "line_search_fn": "strong_wolfe", "max_eval": 6}),
     ("rosenbrock", {"lr": 5.0, "line_search_fn": "strong_wolfe"}),
     ("coupled", {"lr": 20.0, "line_search_fn": "strong_wolfe", "history_size": 4}),
@@ -206,14 +206,16 @@ def lbfgs_cases() -> list:
             loss.backward()
             return loss
 
-        steps = []
-        for _ in range(LBFGS_STEPS):
+        steps, after1 = [], None
+        for i in range(LBFGS_STEPS):
             loss = opt.step(closure)
+            if i == 0:
+                after1 = jsonable_state(opt.state_dict())
             st = opt.state[params[0]]
             steps.append({"params": [arr(p) for p in params], "loss": float(loss.detach()), "closure_calls": calls[0],
                           "func_evals": st["func_evals"], "n_iter": st["n_iter"]})
         cases.append({"function": fn, "config": cfg, "init": LBFGS_FUNCTIONS[fn]["init"], "steps": steps,
-                      "state_keys": sorted(opt.state[params[0]])})
+                      "state_keys": sorted(opt.state[params[0]]), "state_after_1": after1})
     return cases
 
 
