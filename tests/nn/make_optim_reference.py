@@ -306,6 +306,30 @@ def scheduler_cases_v2() -> list:
     return out
 
 
+CLOSED_FORM = [("StepLR", {"step_size": 2, "gamma": 0.5}), ("MultiStepLR", {"milestones": [1, 3, 3], "gamma": 0.5}),
+               ("ExponentialLR", {"gamma": 0.8}), ("LinearLR", {"start_factor": 0.2, "total_iters": 4}),
+               ("CosineAnnealingLR", {"T_max": 6, "eta_min": 0.001})]
+CLOSED_FORM_EPOCHS = [4, 2, 7, 7, 0, 3]
+
+
+def closed_form_cases() -> list:
+    """lrs after scheduler.step(epoch) (deprecated in PyTorch: the closed forms) for a sequence of epochs."""
+    import warnings
+    out = []
+    for name, cfg in CLOSED_FORM:
+        opt, _ = _two_group_optimizer("SGD")
+        sched = getattr(torch.optim.lr_scheduler, name)(opt, **cfg)
+        lrs = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for e in CLOSED_FORM_EPOCHS:
+                sched.step(e)
+                lrs.append(list(sched.get_last_lr()))
+        out.append({"scheduler": name, "config": cfg, "group_lrs": GROUP_LRS, "epochs": CLOSED_FORM_EPOCHS,
+                    "lrs": lrs})
+    return out
+
+
 def _leaf(a: np.ndarray) -> torch.Tensor:
     return torch.tensor(a, requires_grad=True)
 
@@ -375,6 +399,7 @@ def main() -> None:
         "lbfgs": lbfgs_cases(),
         "lbfgs_functions": {"coupled_a": LBFGS_A, "coupled_c": LBFGS_C},
         "schedulers_v2": scheduler_cases_v2(),
+        "schedulers_closed_form": closed_form_cases(),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc))

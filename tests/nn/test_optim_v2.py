@@ -344,6 +344,21 @@ def test_scheduler_matches_pytorch(case: dict) -> None:
     _close(momenta, case["momenta"], 1e-12, f"{case['scheduler']} {case['config']} momentum")
 
 
+CF = REF["schedulers_closed_form"]
+
+
+@pytest.mark.parametrize("case", CF, ids=[c["scheduler"] for c in CF])
+def test_step_with_an_epoch_uses_the_closed_form_as_pytorch(case: dict) -> None:
+    opt, _ = _two_groups("SGD", case["group_lrs"])
+    sched = SCHEDULERS[case["scheduler"]](opt, **case["config"])
+    got = []
+    for e in case["epochs"]:
+        sched.step(e)
+        got.append(sched.get_last_lr())
+    assert sched.last_epoch == case["epochs"][-1]
+    _close(got, case["lrs"], 1e-12, f"{case['scheduler']} {case['config']} step(epoch)")
+
+
 def test_scheduler_state_dict_resumes_the_schedule() -> None:
     case = next(c for c in SV2 if c["scheduler"] == "OneCycleLR" and c["optimizer"] == "Adam")
     opt, _ = _two_groups("Adam", case["group_lrs"])
