@@ -87,7 +87,10 @@ def test_optimizer_matches_pytorch_trajectory_and_state(case: dict, device: str)
             _close(mine[name], value, tol, f"{case['optimizer']} state {name!r} of parameter {index}")
 
 
-@pytest.mark.parametrize("case", V2[:13], ids=[f"{c['optimizer']}-{i}" for i, c in enumerate(V2[:13])])
+V2_64 = [c for c in V2 if c["dtype"] == "float64"]
+
+
+@pytest.mark.parametrize("case", V2_64, ids=[f"{c['optimizer']}-{i}" for i, c in enumerate(V2_64)])
 def test_a_pytorch_state_dict_loads_and_continues(case: dict) -> None:
     """PyTorch's state_dict after 3 steps, its tensors as numpy arrays, loads; the next steps match PyTorch's."""
     saved = case["state_after_3"]
