@@ -8,8 +8,9 @@ clip_grad_norm_ results, and forwards/backwards of a few modules and losses with
 
 The second set ("optimizers_v2", "lbfgs", "schedulers_v2"): Adagrad, NAdam, RAdam and more configs of the first
 four, each with the state PyTorch kept after the last step and its state_dict after step 3 (tensors as lists);
-LBFGS on fixed functions (closure call counts, the loss each step returned); every scheduler's lr (and
-momentum) per epoch, for two parameter groups where a scheduler treats groups apart.
+LBFGS on fixed functions (closure call counts, the loss each step returned, its state_dict after step 1);
+every scheduler's lr (and momentum) per epoch on two parameter groups; `step(epoch)`'s closed forms
+("schedulers_closed_form").
 """
 
 from __future__ import annotations
