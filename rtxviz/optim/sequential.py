@@ -1,7 +1,19 @@
 """SequentialLR: run schedulers one after another, switching at milestones, as PyTorch's.
 
 At a milestone the next scheduler restarts from its epoch 0 (its closed form there, e.g. LinearLR's
-start_factor · base_lr). The example is in `lr_scheduler.py`'s docstring.
+start_factor · base_lr).
+
+>>> from rtxviz import Tensor
+>>> from rtxviz.nn import Parameter
+>>> from rtxviz.optim import SGD, ExponentialLR, LinearLR
+>>> opt = SGD([Parameter(Tensor.zeros([1]))], lr=1.0)
+>>> warmup = LinearLR(opt, start_factor=0.5, total_iters=2)  # 0.5, 0.75, then 1.0
+>>> sched = SequentialLR(opt, [warmup, ExponentialLR(opt, gamma=0.1)], milestones=[2])
+>>> lrs = []
+>>> for _ in range(4):
+...     lrs.append(round(sched.get_last_lr()[0], 6)); opt.step(); sched.step()
+>>> lrs  # the decay starts from base_lr at epoch 2
+[0.5, 0.75, 1.0, 0.1]
 """
 
 from __future__ import annotations

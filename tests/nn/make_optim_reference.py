@@ -8,8 +8,9 @@ clip_grad_norm_ results, and forwards/backwards of a few modules and losses with
 
 The second set ("optimizers_v2", "lbfgs", "schedulers_v2"): Adagrad, NAdam, RAdam and more configs of the first
 four, each with the state PyTorch kept after the last step and its state_dict after step 3 (tensors as lists);
-LBFGS on fixed functions (closure call counts, the loss each step returned); every scheduler's lr (and
-momentum) per epoch, for two parameter groups where a scheduler treats groups apart.
+LBFGS on fixed functions (closure call counts, the loss each step returned, its state_dict after step 1);
+every scheduler's lr (and momentum) per epoch on two parameter groups; `step(epoch)`'s closed forms
+("schedulers_closed_form").
 """
 
 from __future__ import annotations
@@ -121,8 +122,8 @@ def jsonable_state(state_dict: dict) -> dict:
     def value(v):
         if isinstance(v, torch.Tensor):
             return v.item() if v.ndim == 0 else arr(v)
-        if isinstance(v, tuple):
-            return list(v)
+        if isinstance(v, (tuple, list)):  # betas; LBFGS's history (lists of tensors)
+            return [value(x) for x in v]
         return v
     return {"state": {str(k): {n: value(v) for n, v in st.items()} for k, st in state_dict["state"].items()},
             "param_groups": [{k: value(v) for k, v in g.items() if k not in TORCH_ONLY_GROUP_KEYS}
@@ -184,7 +185,7 @@ LBFGS_CONFIGS = [
     ("coupled", {"line_search_fn": "strong_wolfe", "tolerance_change": 1e-3, "tolerance_grad": 1e-2}),
     # the line search's other paths: extrapolating from a short first step, running out of evaluations while
     # extrapolating, and zooming with long steps
-    ("coupled", {"lr": 0.01, "line_search_fn": "strong_wolfe"}),
+    ("coupled", {"lr": 0.01, "line_search_fn": "strong_wolfe", "max_iter": 3}),
     ("rosenbrock", {"lr": 0.001, "line_search_fn": "strong_wolfe", "max_eval": 6}),
     ("rosenbrock", {"lr": 5.0, "line_search_fn": "strong_wolfe"}),
     ("coupled", {"lr": 20.0, "line_search_fn": "strong_wolfe", "history_size": 4}),
@@ -206,14 +207,16 @@ def lbfgs_cases() -> list:
             loss.backward()
             return loss
 
-        steps = []
-        for _ in range(LBFGS_STEPS):
+        steps, after1 = [], None
+        for i in range(LBFGS_STEPS):
             loss = opt.step(closure)
+            if i == 0:
+                after1 = jsonable_state(opt.state_dict())
             st = opt.state[params[0]]
             steps.append({"params": [arr(p) for p in params], "loss": float(loss.detach()), "closure_calls": calls[0],
                           "func_evals": st["func_evals"], "n_iter": st["n_iter"]})
         cases.append({"function": fn, "config": cfg, "init": LBFGS_FUNCTIONS[fn]["init"], "steps": steps,
-                      "state_keys": sorted(opt.state[params[0]])})
+                      "state_keys": sorted(opt.state[params[0]]), "state_after_1": after1})
     return cases
 
 
@@ -304,6 +307,30 @@ def scheduler_cases_v2() -> list:
     return out
 
 
+CLOSED_FORM = [("StepLR", {"step_size": 2, "gamma": 0.5}), ("MultiStepLR", {"milestones": [1, 3, 3], "gamma": 0.5}),
+               ("ExponentialLR", {"gamma": 0.8}), ("LinearLR", {"start_factor": 0.2, "total_iters": 4}),
+               ("CosineAnnealingLR", {"T_max": 6, "eta_min": 0.001})]
+CLOSED_FORM_EPOCHS = [4, 2, 7, 7, 0, 3]
+
+
+def closed_form_cases() -> list:
+    """lrs after scheduler.step(epoch) (deprecated in PyTorch: the closed forms) for a sequence of epochs."""
+    import warnings
+    out = []
+    for name, cfg in CLOSED_FORM:
+        opt, _ = _two_group_optimizer("SGD")
+        sched = getattr(torch.optim.lr_scheduler, name)(opt, **cfg)
+        lrs = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for e in CLOSED_FORM_EPOCHS:
+                sched.step(e)
+                lrs.append(list(sched.get_last_lr()))
+        out.append({"scheduler": name, "config": cfg, "group_lrs": GROUP_LRS, "epochs": CLOSED_FORM_EPOCHS,
+                    "lrs": lrs})
+    return out
+
+
 def _leaf(a: np.ndarray) -> torch.Tensor:
     return torch.tensor(a, requires_grad=True)
 
@@ -373,6 +400,7 @@ def main() -> None:
         "lbfgs": lbfgs_cases(),
         "lbfgs_functions": {"coupled_a": LBFGS_A, "coupled_c": LBFGS_C},
         "schedulers_v2": scheduler_cases_v2(),
+        "schedulers_closed_form": closed_form_cases(),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc))
