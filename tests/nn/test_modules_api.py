@@ -189,7 +189,8 @@ def test_softmax_default_dim_and_activation_arguments() -> None:
     (lambda: nn.ConvTranspose2d(3, 4, 3, padding="same"), r"ConvTranspose2d: padding must be an int or a tuple"),
     (lambda: nn.BatchNorm2d(3, momentum=2.0), r"BatchNorm2d: momentum must be a float in \[0, 1\] or None"),
     (lambda: nn.GroupNorm(4, 6), r"GroupNorm: num_channels=6 must be divisible by num_groups=4"),
-    (lambda: nn.MaxPool2d(2, padding=2), r"MaxPool2d: padding \(2, 2\) must be at most half the kernel size"),
+    (lambda: nn.MaxPool2d(2, padding=2), r"MaxPool2d: padding \(2, 2\) must be at most half the \(dilated\) "
+                                         r"kernel size \(2, 2\)"),
     (lambda: nn.MaxPool2d(2, return_indices=True), r"MaxPool2d: return_indices=True is not supported"),
     (lambda: nn.CrossEntropyLoss(label_smoothing=1.5), r"CrossEntropyLoss: label_smoothing must be between"),
     (lambda: nn.KLDivLoss(reduction="avg"), r"KLDivLoss: reduction must be one of .*'batchmean'"),
