@@ -1,5 +1,6 @@
 """Issue 5's training workloads beside PyTorch, alternating rounds: mlp_train, conv_train, transformer_block
-(definitions in shared/bench/WORKLOADS.md). rtxviz runs the same models through rtxviz.nn / rtxviz.optim.
+(definitions in shared/bench/WORKLOADS.md), and issue 14's bn_conv_train (defined below, in `bn_conv_train`).
+rtxviz runs the same models through rtxviz.nn / rtxviz.optim.
 
     python benchmarks/bench_training.py [--rounds 3] [--min-time 0.5] [--only mlp_train] [--threads 2]
                                         [--torch-python /tmp/torchvenv/bin/python] [--json out.json]
@@ -8,7 +9,7 @@
 shared with other busy processes, --threads 1 gives steadier ratios: spinning BLAS threads that lose their
 core stall both engines, unevenly.
 
-Targets (ours / PyTorch): mlp_train <= 1.3, transformer_block <= 1.5, conv_train <= 2.5.
+Targets (ours / PyTorch): mlp_train <= 1.3, transformer_block <= 1.5, conv_train <= 2.5, bn_conv_train <= 2.0.
 """
 
 from __future__ import annotations
@@ -100,6 +101,36 @@ def conv_train() -> tuple:
     return step, None
 
 
+class BNConvBlock(nn.Module):
+    """conv 3x3 (16→32, padding 1, no bias) → BatchNorm2d(32) (training mode: batch statistics, running
+    statistics updated) → ReLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(32)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.bn(self.conv(x)).relu()
+
+
+def bn_conv_train() -> tuple:
+    """bn_conv_train: one training step of BNConvBlock on x [32, 16, 16, 16] float32 (standard normal):
+    SGD(lr 0.01, momentum 0.9) zero_grad, forward, loss = mean(out²), backward, step."""
+    rtxviz.manual_seed(0)
+    rng = np.random.default_rng(0)
+    block = BNConvBlock()
+    opt = optim.SGD(block.parameters(), lr=0.01, momentum=0.9)
+    x = Tensor(rng.standard_normal((32, 16, 16, 16)).astype(np.float32))
+
+    def step() -> None:
+        opt.zero_grad()
+        block(x).pow(2).mean().backward()
+        opt.step()
+
+    return step, None
+
+
 class TransformerBlock(nn.Module):
     """Pre-LN block from primitive ops, as the workload says (weights [in, out] as in torch_bench.py)."""
 
@@ -156,8 +187,9 @@ WORKLOADS = {
     "mlp_train": {"rtxviz": mlp_train, "torch": "mlp_train"},
     "transformer_block": {"rtxviz": transformer_block, "torch": "transformer_block"},
     "conv_train": {"rtxviz": conv_train, "torch": "conv_train"},
+    "bn_conv_train": {"rtxviz": bn_conv_train, "torch": "bn_conv_train"},
 }
-TARGETS = {"mlp_train": 1.3, "transformer_block": 1.5, "conv_train": 2.5}
+TARGETS = {"mlp_train": 1.3, "transformer_block": 1.5, "conv_train": 2.5, "bn_conv_train": 2.0}
 
 
 class _TrainingTorchWorker(harness.TorchWorker):

@@ -1,5 +1,6 @@
 """PyTorch's side of the training workloads (mlp_train, conv_train, transformer_block), with the definitions of
-shared/bench/torch_bench.py, served to bench_training.py through torch_workloads.py's serve loop.
+shared/bench/torch_bench.py, and bn_conv_train (as bench_training.py defines it), served to bench_training.py
+through torch_workloads.py's serve loop.
 
 Runs in a Python that has torch: `python torch_training_workloads.py --serve`.
 """
@@ -51,6 +52,23 @@ def conv_train() -> tuple:
         h = F.max_pool2d(F.relu(conv1(x)), 2)
         h = F.max_pool2d(F.relu(conv2(h)), 2)
         F.cross_entropy(fc(h.flatten(1)), y).backward()
+        opt.step()
+
+    return step, None
+
+
+@workload("bn_conv_train")
+def bn_conv_train() -> tuple:
+    torch.manual_seed(0)
+    conv = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+    bn = nn.BatchNorm2d(32)
+    params = [*conv.parameters(), *bn.parameters()]
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    x = torch.randn(32, 16, 16, 16)
+
+    def step() -> None:
+        opt.zero_grad()
+        F.relu(bn(conv(x))).pow(2).mean().backward()
         opt.step()
 
     return step, None

@@ -423,7 +423,8 @@ class Tensor:
 
         def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                        weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
-                       momentum: builtins.float = 0.1, eps: builtins.float = 1e-05) -> Any:
+                       momentum: builtins.float | None = 0.1, eps: builtins.float = 1e-05, *,
+                       num_batches_tracked: Tensor | None = None) -> Any:
             """Batch normalisation of input [N, C, ...] per channel, as PyTorch's F.batch_norm: with training, the b…"""
 
         def bmm(a: Tensor, b: Tensor) -> Any:

@@ -75,16 +75,17 @@ class _BatchNorm(Module):
         if x.shape[1] != self.num_features:
             raise ShapeError(f"{name}({self.num_features}): input has {x.shape[1]} channels in dim 1 (input shape "
                              f"{tuple(x.shape)}), expected {self.num_features}")
-        momentum = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            self.num_batches_tracked.data[...] += 1
-            if self.momentum is None:  # a cumulative moving average: the k-th batch weighs 1/k
-                momentum = 1.0 / float(self.num_batches_tracked.data)
         # Batch statistics while training, and in eval too when there are no running statistics (as PyTorch).
+        # While training, the op itself counts the batch and, with momentum None, takes 1/count as the factor,
+        # so that a graph-cache replay of the step updates the statistics just as an eager call does.
         use_batch = self.training or self.running_mean is None
-        update = not self.training or self.track_running_stats
-        return _F.batch_norm(x, self.running_mean if update else None, self.running_var if update else None,
-                             self.weight, self.bias, use_batch, momentum, self.eps)
+        if self.training:
+            if not self.track_running_stats:
+                return _F.batch_norm(x, None, None, self.weight, self.bias, True, 0.0, self.eps)
+            return _F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, True, self.momentum,
+                                 self.eps, num_batches_tracked=self.num_batches_tracked)
+        return _F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch, 0.0,
+                             self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "

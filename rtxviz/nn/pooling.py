@@ -20,15 +20,18 @@ from .module import Module
 class _Pool2d(Module):
     """Shared by the pooling layers: kernel, stride (default: the kernel) and padding, as PyTorch's."""
 
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False) -> None:
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+                 dilation: Any = 1) -> None:
         super().__init__()
         name = type(self).__name__
         self.kernel_size = ntuple(kernel_size, 2, name, "kernel_size", 1)
         self.stride = self.kernel_size if stride is None else ntuple(stride, 2, name, "stride", 1)
         self.padding = ntuple(padding, 2, name, "padding", 0)
-        if any(2 * p > k for p, k in zip(self.padding, self.kernel_size, strict=True)):
-            raise ValueError(f"{name}: padding {self.padding} must be at most half the kernel size "
-                             f"{self.kernel_size}")
+        self.dilation = ntuple(dilation, 2, name, "dilation", 1)
+        effective = tuple(d * (k - 1) + 1 for d, k in zip(self.dilation, self.kernel_size, strict=True))
+        if any(2 * p > k for p, k in zip(self.padding, effective, strict=True)):
+            raise ValueError(f"{name}: padding {self.padding} must be at most half the (dilated) kernel size "
+                             f"{effective}")
         self.ceil_mode = bool(ceil_mode)
 
     def _check(self, x: Any) -> None:
@@ -49,11 +52,10 @@ class MaxPool2d(_Pool2d):
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
-        super().__init__(kernel_size, stride, padding, ceil_mode)
+        super().__init__(kernel_size, stride, padding, ceil_mode, dilation)
         if return_indices:
             raise ValueError("MaxPool2d: return_indices=True is not supported (the engine has no max_unpool2d "
                              "to use the indices with)")
-        self.dilation = ntuple(dilation, 2, "MaxPool2d", "dilation", 1)
         self.return_indices = False
 
     def forward(self, x: Any) -> Any:

@@ -189,7 +189,8 @@ def test_softmax_default_dim_and_activation_arguments() -> None:
     (lambda: nn.ConvTranspose2d(3, 4, 3, padding="same"), r"ConvTranspose2d: padding must be an int or a tuple"),
     (lambda: nn.BatchNorm2d(3, momentum=2.0), r"BatchNorm2d: momentum must be a float in \[0, 1\] or None"),
     (lambda: nn.GroupNorm(4, 6), r"GroupNorm: num_channels=6 must be divisible by num_groups=4"),
-    (lambda: nn.MaxPool2d(2, padding=2), r"MaxPool2d: padding \(2, 2\) must be at most half the kernel size"),
+    (lambda: nn.MaxPool2d(2, padding=2), r"MaxPool2d: padding \(2, 2\) must be at most half the \(dilated\) "
+                                         r"kernel size \(2, 2\)"),
     (lambda: nn.MaxPool2d(2, return_indices=True), r"MaxPool2d: return_indices=True is not supported"),
     (lambda: nn.CrossEntropyLoss(label_smoothing=1.5), r"CrossEntropyLoss: label_smoothing must be between"),
     (lambda: nn.KLDivLoss(reduction="avg"), r"KLDivLoss: reduction must be one of .*'batchmean'"),
@@ -261,3 +262,27 @@ def test_conv_transpose_output_size_picks_the_output_padding() -> None:
     assert up(x).shape == (1, 2, 7, 7) and up(x, output_size=(8, 8)).shape == (1, 2, 8, 8)
     with pytest.raises(ValueError, match=r"output_size \(10, 10\) is not reachable"):
         up(x, output_size=(10, 10))
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_a_graph_cache_replay_of_a_batchnorm_step_updates_the_statistics_as_eager_calls(momentum) -> None:
+    from rtxviz.engine.cache import cache_graph, init_graph_cache
+
+    rng = np.random.default_rng(5)
+    batches = [Tensor(rng.standard_normal((6, 3))) for _ in range(3)]
+    eager, cached = nn.BatchNorm1d(3, momentum=momentum).double(), nn.BatchNorm1d(3, momentum=momentum).double()
+    for x in batches:
+        eager(x).pow(2).sum().backward()
+
+    def step(x: Tensor) -> Tensor:
+        loss = cached(x).pow(2).sum()
+        loss.backward()
+        return loss
+
+    init_graph_cache(4)
+    graph = cache_graph(step, batches[0])
+    for x in batches[1:]:
+        graph.execute(x)
+    assert cached.num_batches_tracked.item() == eager.num_batches_tracked.item() == 3
+    np.testing.assert_allclose(cached.running_mean.numpy(), eager.running_mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(cached.running_var.numpy(), eager.running_var.numpy(), rtol=1e-12)
