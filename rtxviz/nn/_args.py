@@ -13,8 +13,9 @@ import operator
 from typing import Any
 
 
-def ntuple(value: Any, n: int, module: str, label: str, minimum: int | None = None) -> tuple[int, ...]:
-    """`value` (an int, or a sequence of n ints) as a tuple of n ints, each >= `minimum` when given."""
+def ntuple(value: Any, n: int, module: str, label: str, minimum: int | None = None) -> tuple[Any, ...]:
+    """`value` (an int, or a sequence of n ints) as a tuple of n ints, each >= `minimum` when given (typed
+    ``tuple[Any, ...]``: its length is `n`, which a checker cannot see, and the 2-d ops take pairs)."""
     if isinstance(value, bool):
         raise TypeError(f"{module}: {label} must be an int or a sequence of {n} ints, got {value!r}")
     try:

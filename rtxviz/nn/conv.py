@@ -54,7 +54,7 @@ class _ConvNd(Module):
                 raise ValueError(f"{name}: padding must be {allowed}, got {padding!r}")
             if padding == "same" and self.stride != (1,) * nd:
                 raise ValueError(f"{name}: padding='same' needs stride 1, got stride {self.stride}")
-            self.padding: tuple[int, ...] | str = padding
+            self.padding: tuple[Any, ...] | str = padding
             # "same": d·(k - 1) in total per dim, the odd one on the right (end), as PyTorch
             totals = [0 if padding == "valid" else d * (k - 1) for d, k in zip(self.dilation, self.kernel_size,
                                                                                 strict=True)]
@@ -90,7 +90,7 @@ class _ConvNd(Module):
             raise ShapeError(f"{name}({self.in_channels}, {self.out_channels}): input has {x.shape[1]} channels "
                              f"(input shape {tuple(x.shape)}), expected {self.in_channels}")
 
-    def _padded(self, x: Any) -> tuple[Any, tuple[int, ...]]:
+    def _padded(self, x: Any) -> tuple[Any, tuple[Any, ...]]:
         """(input, padding for the op): asymmetric "same" padding and the non-zero padding modes pad the input
         first (F.pad, last dim first) and convolve it unpadded, as PyTorch does."""
         symmetric = all(a == b for a, b in self._sides)
@@ -178,7 +178,7 @@ class ConvTranspose2d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype, output_padding=output_padding)
 
-    def _output_padding(self, x: Any, output_size: Any) -> tuple[int, ...]:
+    def _output_padding(self, x: Any, output_size: Any) -> tuple[Any, ...]:
         if output_size is None:
             return self.output_padding
         size = tuple(int(s) for s in output_size)[-2:]
@@ -186,7 +186,7 @@ class ConvTranspose2d(_ConvNd):
             raise ValueError(f"ConvTranspose2d: output_size must name 2 spatial sizes, got {output_size!r}")
         out = []
         for i in range(2):
-            smallest = ((x.shape[2 + i] - 1) * self.stride[i] - 2 * self.padding[i]  # type: ignore[index]
+            smallest = ((x.shape[2 + i] - 1) * self.stride[i] - 2 * self._pads()[i]
                         + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
             extra = size[i] - smallest
             if not 0 <= extra < max(self.stride[i], self.dilation[i]):
@@ -196,7 +196,12 @@ class ConvTranspose2d(_ConvNd):
             out.append(extra)
         return tuple(out)
 
+    def _pads(self) -> tuple[Any, ...]:
+        """The padding as numbers (a transposed convolution refuses 'same' and 'valid' at construction)."""
+        assert not isinstance(self.padding, str)
+        return self.padding
+
     def forward(self, x: Any, output_size: Any = None) -> Any:
         self._check_input(x)
-        return _F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
+        return _F.conv_transpose2d(x, self.weight, self.bias, self.stride, self._pads(),
                                    self._output_padding(x, output_size), self.groups, self.dilation)

@@ -137,9 +137,15 @@ class LBFGS(Optimizer):
         if float(xp.abs(flat_grad).max()) <= tolerance_grad:
             return orig_loss  # already optimal
 
-        d, t = state.get("d"), state.get("t")
-        old_dirs, old_stps, ro = state.get("old_dirs"), state.get("old_stps"), state.get("ro")
-        h_diag, prev_flat_grad, prev_loss = state.get("H_diag"), state.get("prev_flat_grad"), state.get("prev_loss")
+        # the state of the last call (absent on the first: the first iteration sets each before its use)
+        d: Any = state.get("d")
+        t: Any = state.get("t")
+        old_dirs: Any = state.get("old_dirs")
+        old_stps: Any = state.get("old_stps")
+        ro: Any = state.get("ro")
+        h_diag: Any = state.get("H_diag")
+        prev_flat_grad: Any = state.get("prev_flat_grad")
+        prev_loss: Any = state.get("prev_loss")
 
         n_iter = 0
         while n_iter < max_iter:

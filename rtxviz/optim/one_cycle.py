@@ -66,6 +66,8 @@ class OneCycleLR(LRScheduler):
             raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         self._anneal_func_type = anneal_strategy
         up_end = float(pct_start * self.total_steps) - 1
+        # each phase: where it ends, and the group keys of its start and end lr and momentum
+        self._schedule_phases: list[dict[str, Any]]
         if three_phase:
             self._schedule_phases = [
                 {"end_step": up_end, "start_lr": "initial_lr", "end_lr": "max_lr",

@@ -242,6 +242,7 @@ def _update_running(running: Running, mean: Any, var: Any, count: int, c: int) -
     if running.count is not None:
         running.count.data[...] += 1
     m = 1.0 / float(running.count.data) if running.cumulative and running.count is not None else running.momentum
+    assert m is not None  # an update has a momentum or counts (a read has neither)
     mean_c = mean.reshape(-1, c).mean(axis=0)
     var_c = var.reshape(-1, c).mean(axis=0) * (count / (count - 1))
     for t, stat in ((running.mean, mean_c), (running.var, var_c)):
@@ -333,6 +334,7 @@ def _batch_norm_train_grads(ctx: Any, g: Any, x: Any, w: Any, xhat: Any, rstd: A
     t = _sum(g, red) if need_x or need_b else None
     grads: list[Any] = [None] * n_inputs
     if need_x:
+        assert s is not None and t is not None  # both summed above when X needs a gradient
         scale = reshape(rstd, (c,)) if w is None else mul(reshape(w, (c,)), reshape(rstd, (c,)))
         centred = add(add(g, mul(xhat, reshape(mul_scalar(s, -1.0 / count), cs))),
                       reshape(mul_scalar(t, -1.0 / count), cs))

@@ -349,11 +349,13 @@ def _erf_float32_block(x: Any) -> Any:
 
 def _erf(x: Any) -> Any:
     if type(x) is not np.ndarray:  # a device array: cupyx's erf (the backend's, device.cupyx_module)
-        erf = cupyx_module().scipy.special.erf
+        erf: Any = cupyx_module().scipy.special.erf
     elif x.dtype == np.float32:
         return _erf_float32(x)
     else:
-        from scipy.special import erf
+        import scipy.special
+
+        erf = scipy.special.erf
     return erf(x).astype(x.dtype, copy=False)
 
 
