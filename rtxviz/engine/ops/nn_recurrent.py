@@ -33,13 +33,29 @@ from .unary import sigmoid, tanh
 
 
 def _sigmoid_(z: Any) -> Any:
-    """σ(z) in place, as 0.5·tanh(z/2) + 0.5: stable on both tails and one transcendental pass."""
+    """σ(z) = 1 / (1 + exp(-z)) in place (exp overflows to inf for z < -88 in float32, and 1 / inf is the
+    right 0: the caller silences the warning)."""
     xp = xp_of(z)
-    z *= 0.5
-    xp.tanh(z, out=z)
-    z *= 0.5
-    z += 0.5
+    xp.negative(z, out=z)
+    xp.exp(z, out=z)
+    z += 1
+    xp.reciprocal(z, out=z)
     return z
+
+
+class _quiet_overflow:
+    """numpy's errstate(over="ignore") (cupy raises no floating-point warnings: nothing to silence)."""
+
+    def __init__(self, xp: Any) -> None:
+        self.state = xp.errstate(over="ignore") if hasattr(xp, "errstate") else None
+
+    def __enter__(self) -> None:
+        if self.state is not None:
+            self.state.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.state is not None:
+            self.state.__exit__(*exc)
 
 
 def _check(op: str, xw: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, w_hr: Tensor | None) -> None:
@@ -82,24 +98,28 @@ class LSTMLayer(Op):
         out = xp.empty((steps, n, p + hidden), dtype=xw.dtype)
         gates = xp.empty_like(xw)  # the activated gates i, f, g, o of every step: what backward reads
         w_t = w_hh.T
+        w_r = None if w_hr is None else w_hr.T
         h, c = h0, c0
-        for t in range(steps):
-            z = gates[t]
-            xp.matmul(h, w_t, out=z)
-            z += xw[t]
-            _sigmoid_(z[:, :2 * hidden])
-            xp.tanh(z[:, 2 * hidden:3 * hidden], out=z[:, 2 * hidden:3 * hidden])
-            _sigmoid_(z[:, 3 * hidden:])
-            c_new = out[t, :, p:]
-            xp.multiply(z[:, hidden:2 * hidden], c, out=c_new)
-            c_new += z[:, :hidden] * z[:, 2 * hidden:3 * hidden]
-            hr = xp.tanh(c_new)
-            hr *= z[:, 3 * hidden:]
-            if w_hr is None:
-                out[t, :, :p] = hr
-            else:
-                xp.matmul(hr, w_hr.T, out=out[t, :, :p])
-            h, c = out[t, :, :p], c_new
+        with _quiet_overflow(xp):
+            for t in range(steps):
+                z = gates[t]
+                xp.matmul(h, w_t, out=z)
+                z += xw[t]
+                _sigmoid_(z[:, :2 * hidden])
+                xp.tanh(z[:, 2 * hidden:3 * hidden], out=z[:, 2 * hidden:3 * hidden])
+                _sigmoid_(z[:, 3 * hidden:])
+                c_new = out[t, :, p:]
+                xp.multiply(z[:, hidden:2 * hidden], c, out=c_new)
+                c_new += z[:, :hidden] * z[:, 2 * hidden:3 * hidden]
+                h_new = out[t, :, :p]
+                if w_r is None:
+                    xp.tanh(c_new, out=h_new)
+                    h_new *= z[:, 3 * hidden:]
+                else:
+                    hr = xp.tanh(c_new)
+                    hr *= z[:, 3 * hidden:]
+                    xp.matmul(hr, w_r, out=h_new)
+                h, c = h_new, c_new
         ctx.state = gates
         return out
 
@@ -150,48 +170,74 @@ class LSTMLayerBackward(Op):
         steps, n, h4 = xw.shape
         hidden = h4 // 4
         p = w_hh.shape[1]
-        dz_all = xp.empty_like(xw)
+        g4 = gates.reshape(steps, n, 4, hidden)
+        i, f, gg, o = g4[:, :, 0], g4[:, :, 1], g4[:, :, 2], g4[:, :, 3]
+        c_all = y[:, :, p:]
+        # The result, flat, in the order of the inputs: dxw, dh0, dc0, dW_hh[, dW_hr]; its pieces are written in
+        # place (no concatenation at the end).
+        sizes = [steps * n * h4, n * p, n * hidden, h4 * p] + ([p * hidden] if w_hr is not None else [])
+        flat = xp.empty(sum(sizes), dtype=g.dtype)
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + size)
+        dz_all = flat[:offsets[1]].reshape(steps, n, 4, hidden)
+        # Everything but the incoming gradients, for all steps at once, into preallocated buffers (fresh large
+        # temporaries cost a page fault per page): dz = dc·a[0:3] (i, f, g) and dhr·a[3] (o), dc += dhr·b, with
+        # dhr the gradient of o·tanh(c).
+        a = xp.empty_like(g4)
+        tc = xp.tanh(c_all)
+        tmp = xp.empty_like(tc)
+        xp.subtract(1, i, out=tmp)
+        tmp *= i
+        xp.multiply(tmp, gg, out=a[:, :, 0])
+        xp.subtract(1, f, out=tmp)
+        tmp *= f
+        xp.multiply(tmp[1:], c_all[:-1], out=a[1:, :, 1])
+        xp.multiply(tmp[0], c0, out=a[0, :, 1])
+        xp.multiply(gg, gg, out=tmp)
+        xp.subtract(1, tmp, out=tmp)
+        xp.multiply(tmp, i, out=a[:, :, 2])
+        xp.subtract(1, o, out=tmp)
+        tmp *= o
+        xp.multiply(tmp, tc, out=a[:, :, 3])
+        b = tmp
+        xp.multiply(tc, tc, out=b)
+        xp.subtract(1, b, out=b)
+        b *= o
+        g_c = g[:, :, p:]
+        c_grad_at = g_c.reshape(steps, -1).any(axis=1).tolist()  # usually only c_n's step, or none
         dh_all = xp.empty((steps, n, p), dtype=g.dtype) if w_hr is not None else None
         dh = xp.zeros((n, p), dtype=g.dtype)
         dc = xp.zeros((n, hidden), dtype=g.dtype)
+        scratch = xp.empty((n, hidden), dtype=g.dtype)
         for t in range(steps - 1, -1, -1):
-            i = gates[t, :, :hidden]
-            f = gates[t, :, hidden:2 * hidden]
-            gg = gates[t, :, 2 * hidden:3 * hidden]
-            o = gates[t, :, 3 * hidden:]
-            c = y[t, :, p:]
-            c_prev = y[t - 1, :, p:] if t > 0 else c0
-            tc = xp.tanh(c)
             dh += g[t, :, :p]
             if w_hr is not None:
                 dh_all[t] = dh
                 dhr = dh @ w_hr
             else:
                 dhr = dh
+            xp.multiply(dhr, b[t], out=scratch)
+            dc += scratch
+            if c_grad_at[t]:
+                dc += g_c[t]
             dz = dz_all[t]
-            # output gate, then the cell: dc += dhr·o·(1 - tanh² c)
-            xp.multiply(dhr, tc, out=dz[:, 3 * hidden:])
-            dz[:, 3 * hidden:] *= o * (1 - o)
-            dhr = dhr * o
-            tc *= tc
-            xp.subtract(1, tc, out=tc)
-            dhr *= tc
-            dc += dhr
-            dc += g[t, :, p:]
-            xp.multiply(dc, gg * i * (1 - i), out=dz[:, :hidden])
-            xp.multiply(dc, c_prev * f * (1 - f), out=dz[:, hidden:2 * hidden])
-            xp.multiply(dc, i * (1 - gg * gg), out=dz[:, 2 * hidden:3 * hidden])
-            dc *= f
-            dh = dz @ w_hh
+            xp.multiply(dc[:, None, :], a[t, :, :3], out=dz[:, :3])
+            xp.multiply(dhr, a[t, :, 3], out=dz[:, 3])
+            dc *= f[t]
+            dh = dz.reshape(n, h4) @ w_hh
+        flat[offsets[1]:offsets[2]] = dh.ravel()
+        flat[offsets[2]:offsets[3]] = dc.ravel()
         # weight gradients as one matmul over all timesteps: Σ_t dz_tᵀ·h_{t-1}
-        h_prev = xp.concatenate([h0[None], y[:-1, :, :p]], axis=0).reshape(steps * n, p)
-        dw_hh = dz_all.reshape(steps * n, h4).T @ h_prev
-        parts = [dz_all.ravel(), dh.ravel(), dc.ravel(), dw_hh.ravel()]
+        dz_flat = dz_all.reshape(steps * n, h4)
+        dw_hh = flat[offsets[3]:offsets[4]].reshape(h4, p)
+        xp.matmul(dz_flat[n:].T, y[:-1, :, :p].reshape((steps - 1) * n, p), out=dw_hh)
+        dw_hh += dz_flat[:n].T @ h0
         if w_hr is not None:
-            c_all = y[:, :, p:]
-            hr = xp.tanh(c_all) * gates[:, :, 3 * hidden:]
-            parts.append((dh_all.reshape(steps * n, p).T @ hr.reshape(steps * n, hidden)).ravel())
-        return xp.concatenate(parts)
+            hr = tc * o
+            xp.matmul(dh_all.reshape(steps * n, p).T, hr.reshape(steps * n, hidden),
+                      out=flat[offsets[4]:offsets[5]].reshape(p, hidden))
+        return flat
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
