@@ -26,7 +26,7 @@ from ..grad_mode import STATE, enable_grad
 from ..graph import Op, apply
 from ..tensor import Tensor
 from ._base import Example, implements
-from .arithmetic import add, mul
+from .arithmetic import add, mul, sub
 from .linalg import matmul
 from .shape import cat, narrow, reshape, stack, transpose
 from .unary import sigmoid, tanh
@@ -97,8 +97,8 @@ class LSTMLayer(Op):
         p = w_hh.shape[1]
         out = xp.empty((steps, n, p + hidden), dtype=xw.dtype)
         gates = xp.empty_like(xw)  # the activated gates i, f, g, o of every step: what backward reads
-        w_t = w_hh.T
-        w_r = None if w_hr is None else w_hr.T
+        w_t = xp.ascontiguousarray(w_hh.T)  # BLAS reads a row-major right operand faster, 64 times over
+        w_r = None if w_hr is None else xp.ascontiguousarray(w_hr.T)
         h, c = h0, c0
         with _quiet_overflow(xp):
             for t in range(steps):
@@ -285,3 +285,187 @@ def lstm_layer(xw: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, w_hr: Tensor | 
     _check("lstm_layer", xw, h0, c0, w_hh, w_hr)
     inputs = (xw, h0, c0, w_hh) if w_hr is None else (xw, h0, c0, w_hh, w_hr)
     return apply(LSTMLayer, inputs)
+
+
+# -- GRU --------------------------------------------------------------------------------------------------------
+def _check_gru(op: str, xw: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> None:
+    if xw.ndim != 3 or xw.shape[-1] % 3:
+        raise ShapeError(f"{op}: xw must be [T, N, 3·H], got shape {xw.shape}")
+    _, n, h3 = xw.shape
+    hidden = h3 // 3
+    if tuple(w_hh.shape) != (h3, hidden):
+        raise ShapeError(f"{op}: w_hh must be [3·H, H] = {(h3, hidden)}, got {w_hh.shape}")
+    if b_hh is not None and tuple(b_hh.shape) != (h3,):
+        raise ShapeError(f"{op}: b_hh must be [3·H] = {(h3,)}, got {b_hh.shape}")
+    if tuple(h0.shape) != (n, hidden):
+        raise ShapeError(f"{op}: h0 must be [N, H] = {(n, hidden)}, got {h0.shape}")
+
+
+class GRULayer(Op):
+    """Inputs (xw [T, N, 3H], h0 [N, H], w_hh [3H, H][, b_hh [3H]]); output [T, N, H], the h of every step."""
+
+    name = "gru_layer"
+    kind = "nn"
+    rule = ("a = h·W_hhᵀ + b_hh, r = σ(X_r + a_r), z = σ(X_z + a_z), n = tanh(X_n + r·a_n), h' = (1 - z)·n + z·h; "
+            "backward through time: dn = dh'·(1-z)·(1-n²), dX = [dn·a_n·r(1-r), dh'·(h-n)·z(1-z), dn], "
+            "da = [dX_r, dX_z, dn·r], dh = dh'·z + da·W_hh, dW_hh = Σ_t daᵀ·h")
+    save_inputs = True
+    save_output = True
+    examples = (
+        Example(lambda xw, h0, w, b: gru_layer(xw, h0, w, b), ((3, 2, 6), (2, 2), (6, 2), (6,))),
+        Example(lambda xw, h0, w: gru_layer(xw, h0, w), ((2, 3, 9), (3, 3), (9, 3))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, xw: Any, h0: Any, w_hh: Any, b_hh: Any = None) -> Any:
+        xp = xp_of(xw)
+        steps, n, h3 = xw.shape
+        hidden = h3 // 3
+        out = xp.empty((steps, n, hidden), dtype=xw.dtype)
+        # per step: r, z, n and a_n (the hidden projection of the n gate), what backward reads
+        saved = xp.empty((steps, n, 4, hidden), dtype=xw.dtype)
+        w_t = xp.ascontiguousarray(w_hh.T)
+        h = h0
+        with _quiet_overflow(xp):
+            for t in range(steps):
+                a = h @ w_t
+                if b_hh is not None:
+                    a += b_hh
+                s = saved[t]
+                # r and z: σ(X + a) for the first 2H columns
+                pre = xw[t, :, :2 * hidden] + a[:, :2 * hidden]
+                _sigmoid_(pre)
+                s[:, 0] = pre[:, :hidden]
+                s[:, 1] = pre[:, hidden:]
+                s[:, 3] = a[:, 2 * hidden:]
+                cand = s[:, 2]
+                xp.multiply(s[:, 0], s[:, 3], out=cand)
+                cand += xw[t, :, 2 * hidden:]
+                xp.tanh(cand, out=cand)
+                # h' = n + z·(h - n)
+                h_new = out[t]
+                xp.subtract(h, cand, out=h_new)
+                h_new *= s[:, 1]
+                h_new += cand
+                h = h_new
+        ctx.state = saved
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        inputs = ctx.saved_inputs
+        need = [e is not None for e in ctx.next]
+        if STATE.enabled:
+            wanted = [t for t, yes in zip(inputs, need, strict=True) if yes]
+            with enable_grad():
+                rebuilt = gru_layer_composite(*inputs)
+            found = grad(rebuilt, wanted, grad_outputs=g, create_graph=True, allow_unused=True)
+            it = iter(found)
+            return tuple(next(it) if yes else None for yes in need)
+        flat = apply(GRULayerBackward, (g, *inputs, ctx.output, Tensor._wrap(ctx.state)))
+        grads: list[Any] = []
+        start = 0
+        for t, yes in zip(inputs, need, strict=True):
+            size = 1
+            for s in t.shape:
+                size *= s
+            grads.append(reshape(narrow(flat, 0, start, size), tuple(t.shape)) if yes else None)
+            start += size
+        return tuple(grads)
+
+
+class GRULayerBackward(Op):
+    """gru_layer's first-order gradients, packed flat in the order of its inputs (xw, h0, w_hh[, b_hh]).
+    Inputs (dY, xw, h0, w_hh[, b_hh], Y, saved gates). Only used where no graph is recorded."""
+
+    name = "gru_layer_backward"
+    kind = "gradient"
+    rule = "(first-order helper of gru_layer; not differentiated)"
+    differentiable = False
+    examples = (
+        Example(lambda xw, h0, w, b: grad(gru_layer(xw, h0, w, b).sum(), [xw, w, b])[1],
+                ((3, 2, 6), (2, 2), (6, 2), (6,))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, xw: Any, h0: Any, w_hh: Any, *rest: Any) -> Any:
+        xp = xp_of(g)
+        has_bias = len(rest) == 3
+        y, saved = rest[-2], rest[-1]
+        steps, n, h3 = xw.shape
+        hidden = h3 // 3
+        r, z, cand, a_n = saved[:, :, 0], saved[:, :, 1], saved[:, :, 2], saved[:, :, 3]
+        sizes = [steps * n * h3, n * hidden, h3 * hidden] + ([h3] if has_bias else [])
+        flat = xp.empty(sum(sizes), dtype=g.dtype)
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + size)
+        dx_all = flat[:offsets[1]].reshape(steps, n, 3, hidden)
+        da_all = xp.empty((steps, n, 3, hidden), dtype=g.dtype)  # the gradient of a = h·W_hhᵀ + b_hh
+        h_prev_all = xp.concatenate([h0[None], y[:-1]], axis=0)
+        # step-independent factors, for all steps at once
+        f_n = (1 - cand * cand) * (1 - z)       # dn_pre = dh'·f_n
+        f_z = (h_prev_all - cand) * z * (1 - z)  # dz_pre = dh'·f_z
+        f_r = a_n * r * (1 - r)                  # dr_pre = dn_pre·f_r
+        dh = xp.zeros((n, hidden), dtype=g.dtype)
+        for t in range(steps - 1, -1, -1):
+            dh += g[t]
+            dx = dx_all[t]
+            da = da_all[t]
+            xp.multiply(dh, f_n[t], out=dx[:, 2])
+            xp.multiply(dh, f_z[t], out=dx[:, 1])
+            xp.multiply(dx[:, 2], f_r[t], out=dx[:, 0])
+            da[:, :2] = dx[:, :2]
+            xp.multiply(dx[:, 2], r[t], out=da[:, 2])
+            dh *= z[t]
+            dh += da.reshape(n, h3) @ w_hh
+        flat[offsets[1]:offsets[2]] = dh.ravel()
+        da_flat = da_all.reshape(steps * n, h3)
+        xp.matmul(da_flat.T, h_prev_all.reshape(steps * n, hidden),
+                  out=flat[offsets[2]:offsets[3]].reshape(h3, hidden))
+        if has_bias:
+            da_flat.sum(axis=0, out=flat[offsets[3]:offsets[4]])
+        return flat
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        raise GraphError("gru_layer_backward: internal first-order helper, not differentiated")
+
+
+def gru_layer_composite(xw: Any, h0: Any, w_hh: Any, b_hh: Any = None) -> Any:
+    """gru_layer written with differentiable ops, step by step (what a recorded backward differentiates).
+
+    >>> from rtxviz import Tensor
+    >>> xw, h0, w = Tensor.ones([2, 1, 3]), Tensor.zeros([1, 1]), Tensor.ones([3, 1])
+    >>> a, b = gru_layer(xw, h0, w).tolist(), gru_layer_composite(xw, h0, w).tolist()
+    >>> all(abs(u[0][0] - v[0][0]) < 1e-6 for u, v in zip(a, b))
+    True
+    """
+    hidden = xw.shape[-1] // 3
+    h = h0
+    outs = []
+    w_t = transpose(w_hh, 0, 1)
+    for t in range(xw.shape[0]):
+        x_t = narrow(xw, 0, t, 1)[0]
+        a = matmul(h, w_t) if b_hh is None else add(matmul(h, w_t), b_hh)
+        r = sigmoid(add(narrow(x_t, 1, 0, hidden), narrow(a, 1, 0, hidden)))
+        z = sigmoid(add(narrow(x_t, 1, hidden, hidden), narrow(a, 1, hidden, hidden)))
+        cand = tanh(add(narrow(x_t, 1, 2 * hidden, hidden), mul(r, narrow(a, 1, 2 * hidden, hidden))))
+        h = add(cand, mul(z, sub(h, cand)))
+        outs.append(h)
+    return stack(outs, 0)
+
+
+@implements(GRULayer, reference=None)
+def gru_layer(xw: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None) -> Any:
+    """One GRU layer over a sequence, from its input projections xw = x·W_ihᵀ + b_ih [T, N, 3H] (gates in
+    PyTorch's order r, z, n; b_hh stays separate, since r multiplies the n gate's hidden part): returns the h of
+    every step, [T, N, H].
+
+    >>> from rtxviz import Tensor
+    >>> gru_layer(Tensor.zeros([5, 2, 9]), Tensor.zeros([2, 3]), Tensor.zeros([9, 3])).shape
+    (5, 2, 3)
+    """
+    _check_gru("gru_layer", xw, h0, w_hh, b_hh)
+    inputs = (xw, h0, w_hh) if b_hh is None else (xw, h0, w_hh, b_hh)
+    return apply(GRULayer, inputs)
