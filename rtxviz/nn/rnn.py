@@ -5,9 +5,9 @@ Constructor arguments, defaults, parameter names (``weight_ih_l0``, ``weight_hh_
 return values and the initialisation U(-1/sqrt(hidden), 1/sqrt(hidden)) are PyTorch's, so a PyTorch state dict
 (its tensors turned into numpy arrays) loads as is.
 
-Speed: each layer projects the inputs of every timestep with one matmul. An LSTM or GRU layer then runs as one
-op (`rtxviz.engine.ops.nn_recurrent.lstm_layer` / `gru_layer`: the time loop on raw arrays, its backward one
-helper op); an RNN layer is a composite of the engine's ops, step by step.
+Speed: each layer projects the inputs of every timestep with one matmul, then runs as one op
+(`rtxviz.engine.ops.nn_recurrent.lstm_layer` / `gru_layer` / `rnn_layer`: the time loop on raw arrays, its
+backward one helper op). The cells are those ops over one step.
 
 >>> from rtxviz import Tensor, manual_seed
 >>> manual_seed(0)
@@ -26,9 +26,8 @@ from ..engine.errors import ShapeError
 from ..engine.ops import nn as _F
 from ..engine.ops.arithmetic import add
 from ..engine.ops.linalg import linear
-from ..engine.ops.nn_recurrent import gru_layer, lstm_layer
+from ..engine.ops.nn_recurrent import gru_layer, lstm_layer, rnn_layer
 from ..engine.ops.shape import cat, flip, narrow, squeeze, stack, unsqueeze
-from ..engine.ops.unary import relu, tanh
 from ..engine.tensor import Tensor
 from . import init
 from .module import Module, Parameter
@@ -215,15 +214,9 @@ class RNN(_RNNBase):
         self.nonlinearity = nonlinearity
 
     def _direction(self, x: Any, states: list[Any], p: dict[str, Any]) -> tuple[Any, list[Any]]:
-        act = tanh if self.nonlinearity == "tanh" else relu
         xw = _biased_projection(x, p, fold_hh=True)
-        w_hh = p["weight_hh"].transpose(0, 1)
-        h = states[0]
-        outs = []
-        for t in range(x.shape[0]):
-            h = act(add(_step(xw, t), h @ w_hh))
-            outs.append(h)
-        return stack(outs, 0), [h]
+        y = rnn_layer(xw, states[0], p["weight_hh"], self.nonlinearity)
+        return y, [_step(y, x.shape[0] - 1)]
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
         out, finals, _ = self._forward(input, hx, 1)
@@ -366,8 +359,8 @@ class RNNCell(_CellBase):
 
     def forward(self, input: Any, hx: Any = None) -> Any:
         x, (h,), batched = self._prepare(input, hx, 1)
-        pre = add(linear(x, self.weight_ih, self.bias_ih), linear(h, self.weight_hh, self.bias_hh))
-        out = tanh(pre) if self.nonlinearity == "tanh" else relu(pre)
+        bias = None if self.bias_ih is None else add(self.bias_ih, self.bias_hh)
+        out = _step(rnn_layer(unsqueeze(linear(x, self.weight_ih, bias), 0), h, self.weight_hh, self.nonlinearity), 0)
         return out if batched else squeeze(out, 0)
 
 

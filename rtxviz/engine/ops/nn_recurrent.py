@@ -1,4 +1,5 @@
-"""lstm_layer: one LSTM layer over a whole sequence as one op (its time loop in forward and in backward).
+"""lstm_layer, gru_layer, rnn_layer: one recurrent layer over a whole sequence as one op (its time loop in forward
+and in backward).
 
 An LSTM written as a composite records ~15 ops per timestep, and each timestep's slice of the input projection
 scatters its gradient into a zero tensor of the whole sequence (quadratic in the length). This op takes the input
@@ -12,7 +13,8 @@ Its output is [T, N, P + H]: h_t in the first P features (P = H without a projec
 that the caller reads the outputs, h_n and c_n as slices of one value. First-order backward is one helper op,
 `lstm_layer_backward` (back-propagation through time on raw arrays, the weight gradients as one matmul over all
 timesteps); a recorded backward (create_graph) rebuilds the layer from differentiable ops and differentiates
-that, so every order is exact.
+that, so every order is exact. `gru_layer` (xw = x·W_ihᵀ + b_ih [T, N, 3H], b_hh its own input since r
+multiplies the n gate's hidden part) and `rnn_layer` (tanh or relu) follow the same pattern.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ._base import Example, implements
 from .arithmetic import add, mul, sub
 from .linalg import matmul
 from .shape import cat, narrow, reshape, stack, transpose
-from .unary import sigmoid, tanh
+from .unary import relu, sigmoid, tanh
 
 
 def _sigmoid_(z: Any) -> Any:
@@ -469,3 +471,134 @@ def gru_layer(xw: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None) 
     _check_gru("gru_layer", xw, h0, w_hh, b_hh)
     inputs = (xw, h0, w_hh) if b_hh is None else (xw, h0, w_hh, b_hh)
     return apply(GRULayer, inputs)
+
+
+# -- Elman RNN --------------------------------------------------------------------------------------------------
+class RNNLayer(Op):
+    """Inputs (xw [T, N, H], h0 [N, H], w_hh [H, H]); attrs nonlinearity ("tanh" | "relu"); output [T, N, H]."""
+
+    name = "rnn_layer"
+    kind = "nn"
+    rule = ("h' = act(X_t + h·W_hhᵀ); backward through time: da = (dh' + da_next·W_hh)·act'(h'), dX_t = da, "
+            "dW_hh = Σ_t daᵀ·h")
+    save_inputs = True
+    save_output = True
+    examples = (
+        Example(lambda xw, h0, w: rnn_layer(xw, h0, w), ((3, 2, 4), (2, 4), (4, 4))),
+        Example(lambda xw, h0, w: rnn_layer(xw, h0, w, "relu"), ((3, 2, 4), (2, 4), (4, 4))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, xw: Any, h0: Any, w_hh: Any) -> Any:
+        xp = xp_of(xw)
+        out = xp.empty_like(xw)
+        w_t = xp.ascontiguousarray(w_hh.T)
+        relu = ctx.attrs["nonlinearity"] == "relu"
+        h = h0
+        for t in range(xw.shape[0]):
+            h_new = out[t]
+            xp.matmul(h, w_t, out=h_new)
+            h_new += xw[t]
+            if relu:
+                xp.maximum(h_new, 0, out=h_new)
+            else:
+                xp.tanh(h_new, out=h_new)
+            h = h_new
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        inputs = ctx.saved_inputs
+        need = [e is not None for e in ctx.next]
+        if STATE.enabled:
+            wanted = [t for t, yes in zip(inputs, need, strict=True) if yes]
+            with enable_grad():
+                rebuilt = rnn_layer_composite(*inputs, ctx.attrs["nonlinearity"])
+            found = grad(rebuilt, wanted, grad_outputs=g, create_graph=True, allow_unused=True)
+            it = iter(found)
+            return tuple(next(it) if yes else None for yes in need)
+        flat = apply(RNNLayerBackward, (g, *inputs, ctx.output), ctx.attrs)
+        grads: list[Any] = []
+        start = 0
+        for t, yes in zip(inputs, need, strict=True):
+            size = 1
+            for s in t.shape:
+                size *= s
+            grads.append(reshape(narrow(flat, 0, start, size), tuple(t.shape)) if yes else None)
+            start += size
+        return tuple(grads)
+
+
+class RNNLayerBackward(Op):
+    """rnn_layer's first-order gradients, packed flat in the order of its inputs (xw, h0, w_hh). Inputs (dY, xw,
+    h0, w_hh, Y). Only used where no graph is recorded."""
+
+    name = "rnn_layer_backward"
+    kind = "gradient"
+    rule = "(first-order helper of rnn_layer; not differentiated)"
+    differentiable = False
+    examples = (
+        Example(lambda xw, h0, w: grad(rnn_layer(xw, h0, w).sum(), [xw, w])[1], ((3, 2, 4), (2, 4), (4, 4))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, xw: Any, h0: Any, w_hh: Any, y: Any) -> Any:
+        xp = xp_of(g)
+        steps, n, hidden = xw.shape
+        sizes = [steps * n * hidden, n * hidden, hidden * hidden]
+        flat = xp.empty(sum(sizes), dtype=g.dtype)
+        da_all = flat[:sizes[0]].reshape(steps, n, hidden)
+        # act'(h') for all steps: 1 - h'² (tanh) or [h' > 0] (relu)
+        slope = (y > 0).astype(y.dtype) if ctx.attrs["nonlinearity"] == "relu" else 1 - y * y
+        dh = xp.zeros((n, hidden), dtype=g.dtype)
+        for t in range(steps - 1, -1, -1):
+            dh += g[t]
+            xp.multiply(dh, slope[t], out=da_all[t])
+            dh = da_all[t] @ w_hh
+        flat[sizes[0]:sizes[0] + sizes[1]] = dh.ravel()
+        h_prev = xp.concatenate([h0[None], y[:-1]], axis=0).reshape(steps * n, hidden)
+        xp.matmul(da_all.reshape(steps * n, hidden).T, h_prev,
+                  out=flat[sizes[0] + sizes[1]:].reshape(hidden, hidden))
+        return flat
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        raise GraphError("rnn_layer_backward: internal first-order helper, not differentiated")
+
+
+def rnn_layer_composite(xw: Any, h0: Any, w_hh: Any, nonlinearity: str = "tanh") -> Any:
+    """rnn_layer written with differentiable ops, step by step (what a recorded backward differentiates).
+
+    >>> from rtxviz import Tensor
+    >>> xw, h0, w = Tensor.ones([2, 1, 2]), Tensor.zeros([1, 2]), Tensor.ones([2, 2])
+    >>> rnn_layer(xw, h0, w).tolist() == rnn_layer_composite(xw, h0, w).tolist()
+    True
+    """
+    act = tanh if nonlinearity == "tanh" else relu
+    h = h0
+    outs = []
+    w_t = transpose(w_hh, 0, 1)
+    for t in range(xw.shape[0]):
+        h = act(add(narrow(xw, 0, t, 1)[0], matmul(h, w_t)))
+        outs.append(h)
+    return stack(outs, 0)
+
+
+@implements(RNNLayer, reference=None)
+def rnn_layer(xw: Tensor, h0: Tensor, w_hh: Tensor, nonlinearity: str = "tanh") -> Any:
+    """One Elman RNN layer over a sequence, from its input projections xw = x·W_ihᵀ + b_ih + b_hh [T, N, H]:
+    returns the h of every step, [T, N, H]; nonlinearity "tanh" or "relu".
+
+    >>> from rtxviz import Tensor
+    >>> rnn_layer(Tensor.ones([4, 2, 3]), Tensor.zeros([2, 3]), Tensor.zeros([3, 3]), "relu").tolist()[0]
+    [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"rnn_layer: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+    if xw.ndim != 3:
+        raise ShapeError(f"rnn_layer: xw must be [T, N, H], got shape {xw.shape}")
+    _, n, hidden = xw.shape
+    if tuple(w_hh.shape) != (hidden, hidden) or tuple(h0.shape) != (n, hidden):
+        raise ShapeError(f"rnn_layer: w_hh must be [H, H] = {(hidden, hidden)} and h0 [N, H] = {(n, hidden)}, got "
+                         f"{w_hh.shape} and {h0.shape}")
+    return apply(RNNLayer, (xw, h0, w_hh), {"nonlinearity": nonlinearity})
