@@ -5,9 +5,9 @@ Constructor arguments, defaults, parameter names (``weight_ih_l0``, ``weight_hh_
 return values and the initialisation U(-1/sqrt(hidden), 1/sqrt(hidden)) are PyTorch's, so a PyTorch state dict
 (its tensors turned into numpy arrays) loads as is.
 
-Speed: each layer projects the inputs of every timestep with one matmul. An LSTM layer then runs as one op
-(`rtxviz.engine.ops.nn_recurrent.lstm_layer`: the time loop on raw arrays, its backward one helper op); RNN and
-GRU layers are composites of the engine's ops, step by step.
+Speed: each layer projects the inputs of every timestep with one matmul, then runs as one op
+(`rtxviz.engine.ops.nn_recurrent.lstm_layer` / `gru_layer` / `rnn_layer`: the time loop on raw arrays, its
+backward one helper op). The cells are those ops over one step.
 
 >>> from rtxviz import Tensor, manual_seed
 >>> manual_seed(0)
@@ -24,11 +24,10 @@ from typing import Any
 
 from ..engine.errors import ShapeError
 from ..engine.ops import nn as _F
-from ..engine.ops.arithmetic import add, mul, rsub_scalar
+from ..engine.ops.arithmetic import add
 from ..engine.ops.linalg import linear
-from ..engine.ops.nn_recurrent import lstm_layer
+from ..engine.ops.nn_recurrent import gru_layer, lstm_layer, rnn_layer
 from ..engine.ops.shape import cat, flip, narrow, squeeze, stack, unsqueeze
-from ..engine.ops.unary import relu, sigmoid, tanh
 from ..engine.tensor import Tensor
 from . import init
 from .module import Module, Parameter
@@ -215,15 +214,9 @@ class RNN(_RNNBase):
         self.nonlinearity = nonlinearity
 
     def _direction(self, x: Any, states: list[Any], p: dict[str, Any]) -> tuple[Any, list[Any]]:
-        act = tanh if self.nonlinearity == "tanh" else relu
         xw = _biased_projection(x, p, fold_hh=True)
-        w_hh = p["weight_hh"].transpose(0, 1)
-        h = states[0]
-        outs = []
-        for t in range(x.shape[0]):
-            h = act(add(_step(xw, t), h @ w_hh))
-            outs.append(h)
-        return stack(outs, 0), [h]
+        y = rnn_layer(xw, states[0], p["weight_hh"], self.nonlinearity)
+        return y, [_step(y, x.shape[0] - 1)]
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
         out, finals, _ = self._forward(input, hx, 1)
@@ -260,16 +253,6 @@ class LSTM(_RNNBase):
         return out, (finals[0], finals[1])
 
 
-def _gru_step(xw_t: Any, h: Any, w_hh_t: Any, b_hh: Any, hidden: int) -> Any:
-    """One GRU step from the input projection of this step: r, z = σ(.), n = tanh(x_n + r·(h·W_hnᵀ + b_hn)),
-    h' = (1 - z)·n + z·h."""
-    hw = h @ w_hh_t if b_hh is None else add(h @ w_hh_t, b_hh)
-    rz = sigmoid(add(narrow(xw_t, -1, 0, 2 * hidden), narrow(hw, -1, 0, 2 * hidden)))
-    r, z = narrow(rz, -1, 0, hidden), narrow(rz, -1, hidden, hidden)
-    n = tanh(add(narrow(xw_t, -1, 2 * hidden, hidden), mul(r, narrow(hw, -1, 2 * hidden, hidden))))
-    return add(mul(rsub_scalar(z, 1.0), n), mul(z, h))
-
-
 class GRU(_RNNBase):
     """Gated recurrent unit, PyTorch's gates (r, z, n): n = tanh(W_in·x + b_in + r·(W_hn·h + b_hn)).
 
@@ -289,13 +272,8 @@ class GRU(_RNNBase):
 
     def _direction(self, x: Any, states: list[Any], p: dict[str, Any]) -> tuple[Any, list[Any]]:
         xw = _biased_projection(x, p, fold_hh=False)  # b_hn sits inside r·(...), so b_hh stays per step
-        w_hh = p["weight_hh"].transpose(0, 1)
-        h = states[0]
-        outs = []
-        for t in range(x.shape[0]):
-            h = _gru_step(_step(xw, t), h, w_hh, p.get("bias_hh"), self.hidden_size)
-            outs.append(h)
-        return stack(outs, 0), [h]
+        y = gru_layer(xw, states[0], p["weight_hh"], p.get("bias_hh"))
+        return y, [_step(y, x.shape[0] - 1)]
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:
         out, finals, _ = self._forward(input, hx, 1)
@@ -381,8 +359,8 @@ class RNNCell(_CellBase):
 
     def forward(self, input: Any, hx: Any = None) -> Any:
         x, (h,), batched = self._prepare(input, hx, 1)
-        pre = add(linear(x, self.weight_ih, self.bias_ih), linear(h, self.weight_hh, self.bias_hh))
-        out = tanh(pre) if self.nonlinearity == "tanh" else relu(pre)
+        bias = None if self.bias_ih is None else add(self.bias_ih, self.bias_hh)
+        out = _step(rnn_layer(unsqueeze(linear(x, self.weight_ih, bias), 0), h, self.weight_hh, self.nonlinearity), 0)
         return out if batched else squeeze(out, 0)
 
 
@@ -417,6 +395,6 @@ class GRUCell(_CellBase):
 
     def forward(self, input: Any, hx: Any = None) -> Any:
         x, (h,), batched = self._prepare(input, hx, 1)
-        out = _gru_step(linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh.transpose(0, 1), self.bias_hh,
-                        self.hidden_size)
+        out = _step(gru_layer(unsqueeze(linear(x, self.weight_ih, self.bias_ih), 0), h, self.weight_hh,
+                              self.bias_hh), 0)
         return out if batched else squeeze(out, 0)

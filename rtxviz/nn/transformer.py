@@ -50,7 +50,7 @@ def _is_bool(mask: Any) -> bool:
 def _blocked_to_float(mask: Tensor, dtype: Any) -> Tensor:
     """A bool mask (True: blocked) as an additive float mask: -inf where blocked, 0 elsewhere."""
     xp = mask.xp
-    return constant(xp.where(mask.data, np.array(-np.inf, dtype=dtype), np.array(0, dtype=dtype)))
+    return constant(xp.where(mask.data, -np.inf, 0.0).astype(dtype))
 
 
 def _pad_column(mask: Tensor) -> Tensor:

@@ -1,4 +1,5 @@
-"""lstm_layer: one LSTM layer over a whole sequence as one op (its time loop in forward and in backward).
+"""lstm_layer, gru_layer, rnn_layer: one recurrent layer over a whole sequence as one op (its time loop in forward
+and in backward).
 
 An LSTM written as a composite records ~15 ops per timestep, and each timestep's slice of the input projection
 scatters its gradient into a zero tensor of the whole sequence (quadratic in the length). This op takes the input
@@ -12,7 +13,8 @@ Its output is [T, N, P + H]: h_t in the first P features (P = H without a projec
 that the caller reads the outputs, h_n and c_n as slices of one value. First-order backward is one helper op,
 `lstm_layer_backward` (back-propagation through time on raw arrays, the weight gradients as one matmul over all
 timesteps); a recorded backward (create_graph) rebuilds the layer from differentiable ops and differentiates
-that, so every order is exact.
+that, so every order is exact. `gru_layer` (xw = x·W_ihᵀ + b_ih [T, N, 3H], b_hh its own input since r
+multiplies the n gate's hidden part) and `rnn_layer` (tanh or relu) follow the same pattern.
 """
 
 from __future__ import annotations
@@ -26,20 +28,36 @@ from ..grad_mode import STATE, enable_grad
 from ..graph import Op, apply
 from ..tensor import Tensor
 from ._base import Example, implements
-from .arithmetic import add, mul
+from .arithmetic import add, mul, sub
 from .linalg import matmul
 from .shape import cat, narrow, reshape, stack, transpose
-from .unary import sigmoid, tanh
+from .unary import relu, sigmoid, tanh
 
 
 def _sigmoid_(z: Any) -> Any:
-    """σ(z) in place, as 0.5·tanh(z/2) + 0.5: stable on both tails and one transcendental pass."""
+    """σ(z) = 1 / (1 + exp(-z)) in place (exp overflows to inf for z < -88 in float32, and 1 / inf is the
+    right 0: the caller silences the warning)."""
     xp = xp_of(z)
-    z *= 0.5
-    xp.tanh(z, out=z)
-    z *= 0.5
-    z += 0.5
+    xp.negative(z, out=z)
+    xp.exp(z, out=z)
+    z += 1
+    xp.reciprocal(z, out=z)
     return z
+
+
+class _quiet_overflow:
+    """numpy's errstate(over="ignore") (cupy raises no floating-point warnings: nothing to silence)."""
+
+    def __init__(self, xp: Any) -> None:
+        self.state = xp.errstate(over="ignore") if hasattr(xp, "errstate") else None
+
+    def __enter__(self) -> None:
+        if self.state is not None:
+            self.state.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.state is not None:
+            self.state.__exit__(*exc)
 
 
 def _check(op: str, xw: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, w_hr: Tensor | None) -> None:
@@ -81,25 +99,29 @@ class LSTMLayer(Op):
         p = w_hh.shape[1]
         out = xp.empty((steps, n, p + hidden), dtype=xw.dtype)
         gates = xp.empty_like(xw)  # the activated gates i, f, g, o of every step: what backward reads
-        w_t = w_hh.T
+        w_t = xp.ascontiguousarray(w_hh.T)  # BLAS reads a row-major right operand faster, 64 times over
+        w_r = None if w_hr is None else xp.ascontiguousarray(w_hr.T)
         h, c = h0, c0
-        for t in range(steps):
-            z = gates[t]
-            xp.matmul(h, w_t, out=z)
-            z += xw[t]
-            _sigmoid_(z[:, :2 * hidden])
-            xp.tanh(z[:, 2 * hidden:3 * hidden], out=z[:, 2 * hidden:3 * hidden])
-            _sigmoid_(z[:, 3 * hidden:])
-            c_new = out[t, :, p:]
-            xp.multiply(z[:, hidden:2 * hidden], c, out=c_new)
-            c_new += z[:, :hidden] * z[:, 2 * hidden:3 * hidden]
-            hr = xp.tanh(c_new)
-            hr *= z[:, 3 * hidden:]
-            if w_hr is None:
-                out[t, :, :p] = hr
-            else:
-                xp.matmul(hr, w_hr.T, out=out[t, :, :p])
-            h, c = out[t, :, :p], c_new
+        with _quiet_overflow(xp):
+            for t in range(steps):
+                z = gates[t]
+                xp.matmul(h, w_t, out=z)
+                z += xw[t]
+                _sigmoid_(z[:, :2 * hidden])
+                xp.tanh(z[:, 2 * hidden:3 * hidden], out=z[:, 2 * hidden:3 * hidden])
+                _sigmoid_(z[:, 3 * hidden:])
+                c_new = out[t, :, p:]
+                xp.multiply(z[:, hidden:2 * hidden], c, out=c_new)
+                c_new += z[:, :hidden] * z[:, 2 * hidden:3 * hidden]
+                h_new = out[t, :, :p]
+                if w_r is None:
+                    xp.tanh(c_new, out=h_new)
+                    h_new *= z[:, 3 * hidden:]
+                else:
+                    hr = xp.tanh(c_new)
+                    hr *= z[:, 3 * hidden:]
+                    xp.matmul(hr, w_r, out=h_new)
+                h, c = h_new, c_new
         ctx.state = gates
         return out
 
@@ -150,48 +172,74 @@ class LSTMLayerBackward(Op):
         steps, n, h4 = xw.shape
         hidden = h4 // 4
         p = w_hh.shape[1]
-        dz_all = xp.empty_like(xw)
+        g4 = gates.reshape(steps, n, 4, hidden)
+        i, f, gg, o = g4[:, :, 0], g4[:, :, 1], g4[:, :, 2], g4[:, :, 3]
+        c_all = y[:, :, p:]
+        # The result, flat, in the order of the inputs: dxw, dh0, dc0, dW_hh[, dW_hr]; its pieces are written in
+        # place (no concatenation at the end).
+        sizes = [steps * n * h4, n * p, n * hidden, h4 * p] + ([p * hidden] if w_hr is not None else [])
+        flat = xp.empty(sum(sizes), dtype=g.dtype)
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + size)
+        dz_all = flat[:offsets[1]].reshape(steps, n, 4, hidden)
+        # Everything but the incoming gradients, for all steps at once, into preallocated buffers (fresh large
+        # temporaries cost a page fault per page): dz = dc·a[0:3] (i, f, g) and dhr·a[3] (o), dc += dhr·b, with
+        # dhr the gradient of o·tanh(c).
+        a = xp.empty_like(g4)
+        tc = xp.tanh(c_all)
+        tmp = xp.empty_like(tc)
+        xp.subtract(1, i, out=tmp)
+        tmp *= i
+        xp.multiply(tmp, gg, out=a[:, :, 0])
+        xp.subtract(1, f, out=tmp)
+        tmp *= f
+        xp.multiply(tmp[1:], c_all[:-1], out=a[1:, :, 1])
+        xp.multiply(tmp[0], c0, out=a[0, :, 1])
+        xp.multiply(gg, gg, out=tmp)
+        xp.subtract(1, tmp, out=tmp)
+        xp.multiply(tmp, i, out=a[:, :, 2])
+        xp.subtract(1, o, out=tmp)
+        tmp *= o
+        xp.multiply(tmp, tc, out=a[:, :, 3])
+        b = tmp
+        xp.multiply(tc, tc, out=b)
+        xp.subtract(1, b, out=b)
+        b *= o
+        g_c = g[:, :, p:]
+        c_grad_at = g_c.reshape(steps, -1).any(axis=1).tolist()  # usually only c_n's step, or none
         dh_all = xp.empty((steps, n, p), dtype=g.dtype) if w_hr is not None else None
         dh = xp.zeros((n, p), dtype=g.dtype)
         dc = xp.zeros((n, hidden), dtype=g.dtype)
+        scratch = xp.empty((n, hidden), dtype=g.dtype)
         for t in range(steps - 1, -1, -1):
-            i = gates[t, :, :hidden]
-            f = gates[t, :, hidden:2 * hidden]
-            gg = gates[t, :, 2 * hidden:3 * hidden]
-            o = gates[t, :, 3 * hidden:]
-            c = y[t, :, p:]
-            c_prev = y[t - 1, :, p:] if t > 0 else c0
-            tc = xp.tanh(c)
             dh += g[t, :, :p]
             if w_hr is not None:
                 dh_all[t] = dh
                 dhr = dh @ w_hr
             else:
                 dhr = dh
+            xp.multiply(dhr, b[t], out=scratch)
+            dc += scratch
+            if c_grad_at[t]:
+                dc += g_c[t]
             dz = dz_all[t]
-            # output gate, then the cell: dc += dhr·o·(1 - tanh² c)
-            xp.multiply(dhr, tc, out=dz[:, 3 * hidden:])
-            dz[:, 3 * hidden:] *= o * (1 - o)
-            dhr = dhr * o
-            tc *= tc
-            xp.subtract(1, tc, out=tc)
-            dhr *= tc
-            dc += dhr
-            dc += g[t, :, p:]
-            xp.multiply(dc, gg * i * (1 - i), out=dz[:, :hidden])
-            xp.multiply(dc, c_prev * f * (1 - f), out=dz[:, hidden:2 * hidden])
-            xp.multiply(dc, i * (1 - gg * gg), out=dz[:, 2 * hidden:3 * hidden])
-            dc *= f
-            dh = dz @ w_hh
+            xp.multiply(dc[:, None, :], a[t, :, :3], out=dz[:, :3])
+            xp.multiply(dhr, a[t, :, 3], out=dz[:, 3])
+            dc *= f[t]
+            dh = dz.reshape(n, h4) @ w_hh
+        flat[offsets[1]:offsets[2]] = dh.ravel()
+        flat[offsets[2]:offsets[3]] = dc.ravel()
         # weight gradients as one matmul over all timesteps: Σ_t dz_tᵀ·h_{t-1}
-        h_prev = xp.concatenate([h0[None], y[:-1, :, :p]], axis=0).reshape(steps * n, p)
-        dw_hh = dz_all.reshape(steps * n, h4).T @ h_prev
-        parts = [dz_all.ravel(), dh.ravel(), dc.ravel(), dw_hh.ravel()]
+        dz_flat = dz_all.reshape(steps * n, h4)
+        dw_hh = flat[offsets[3]:offsets[4]].reshape(h4, p)
+        xp.matmul(dz_flat[n:].T, y[:-1, :, :p].reshape((steps - 1) * n, p), out=dw_hh)
+        dw_hh += dz_flat[:n].T @ h0
         if w_hr is not None:
-            c_all = y[:, :, p:]
-            hr = xp.tanh(c_all) * gates[:, :, 3 * hidden:]
-            parts.append((dh_all.reshape(steps * n, p).T @ hr.reshape(steps * n, hidden)).ravel())
-        return xp.concatenate(parts)
+            hr = tc * o
+            xp.matmul(dh_all.reshape(steps * n, p).T, hr.reshape(steps * n, hidden),
+                      out=flat[offsets[4]:offsets[5]].reshape(p, hidden))
+        return flat
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
@@ -239,3 +287,318 @@ def lstm_layer(xw: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, w_hr: Tensor | 
     _check("lstm_layer", xw, h0, c0, w_hh, w_hr)
     inputs = (xw, h0, c0, w_hh) if w_hr is None else (xw, h0, c0, w_hh, w_hr)
     return apply(LSTMLayer, inputs)
+
+
+# -- GRU --------------------------------------------------------------------------------------------------------
+def _check_gru(op: str, xw: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> None:
+    if xw.ndim != 3 or xw.shape[-1] % 3:
+        raise ShapeError(f"{op}: xw must be [T, N, 3·H], got shape {xw.shape}")
+    _, n, h3 = xw.shape
+    hidden = h3 // 3
+    if tuple(w_hh.shape) != (h3, hidden):
+        raise ShapeError(f"{op}: w_hh must be [3·H, H] = {(h3, hidden)}, got {w_hh.shape}")
+    if b_hh is not None and tuple(b_hh.shape) != (h3,):
+        raise ShapeError(f"{op}: b_hh must be [3·H] = {(h3,)}, got {b_hh.shape}")
+    if tuple(h0.shape) != (n, hidden):
+        raise ShapeError(f"{op}: h0 must be [N, H] = {(n, hidden)}, got {h0.shape}")
+
+
+class GRULayer(Op):
+    """Inputs (xw [T, N, 3H], h0 [N, H], w_hh [3H, H][, b_hh [3H]]); output [T, N, H], the h of every step."""
+
+    name = "gru_layer"
+    kind = "nn"
+    rule = ("a = h·W_hhᵀ + b_hh, r = σ(X_r + a_r), z = σ(X_z + a_z), n = tanh(X_n + r·a_n), h' = (1 - z)·n + z·h; "
+            "backward through time: dn = dh'·(1-z)·(1-n²), dX = [dn·a_n·r(1-r), dh'·(h-n)·z(1-z), dn], "
+            "da = [dX_r, dX_z, dn·r], dh = dh'·z + da·W_hh, dW_hh = Σ_t daᵀ·h")
+    save_inputs = True
+    save_output = True
+    examples = (
+        Example(lambda xw, h0, w, b: gru_layer(xw, h0, w, b), ((3, 2, 6), (2, 2), (6, 2), (6,))),
+        Example(lambda xw, h0, w: gru_layer(xw, h0, w), ((2, 3, 9), (3, 3), (9, 3))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, xw: Any, h0: Any, w_hh: Any, b_hh: Any = None) -> Any:
+        xp = xp_of(xw)
+        steps, n, h3 = xw.shape
+        hidden = h3 // 3
+        out = xp.empty((steps, n, hidden), dtype=xw.dtype)
+        # per step: r, z, n and a_n (the hidden projection of the n gate), what backward reads
+        saved = xp.empty((steps, n, 4, hidden), dtype=xw.dtype)
+        w_t = xp.ascontiguousarray(w_hh.T)
+        h = h0
+        with _quiet_overflow(xp):
+            for t in range(steps):
+                a = h @ w_t
+                if b_hh is not None:
+                    a += b_hh
+                s = saved[t]
+                # r and z: σ(X + a) for the first 2H columns
+                pre = xw[t, :, :2 * hidden] + a[:, :2 * hidden]
+                _sigmoid_(pre)
+                s[:, 0] = pre[:, :hidden]
+                s[:, 1] = pre[:, hidden:]
+                s[:, 3] = a[:, 2 * hidden:]
+                cand = s[:, 2]
+                xp.multiply(s[:, 0], s[:, 3], out=cand)
+                cand += xw[t, :, 2 * hidden:]
+                xp.tanh(cand, out=cand)
+                # h' = n + z·(h - n)
+                h_new = out[t]
+                xp.subtract(h, cand, out=h_new)
+                h_new *= s[:, 1]
+                h_new += cand
+                h = h_new
+        ctx.state = saved
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        inputs = ctx.saved_inputs
+        need = [e is not None for e in ctx.next]
+        if STATE.enabled:
+            wanted = [t for t, yes in zip(inputs, need, strict=True) if yes]
+            with enable_grad():
+                rebuilt = gru_layer_composite(*inputs)
+            found = grad(rebuilt, wanted, grad_outputs=g, create_graph=True, allow_unused=True)
+            it = iter(found)
+            return tuple(next(it) if yes else None for yes in need)
+        flat = apply(GRULayerBackward, (g, *inputs, ctx.output, Tensor._wrap(ctx.state)))
+        grads: list[Any] = []
+        start = 0
+        for t, yes in zip(inputs, need, strict=True):
+            size = 1
+            for s in t.shape:
+                size *= s
+            grads.append(reshape(narrow(flat, 0, start, size), tuple(t.shape)) if yes else None)
+            start += size
+        return tuple(grads)
+
+
+class GRULayerBackward(Op):
+    """gru_layer's first-order gradients, packed flat in the order of its inputs (xw, h0, w_hh[, b_hh]).
+    Inputs (dY, xw, h0, w_hh[, b_hh], Y, saved gates). Only used where no graph is recorded."""
+
+    name = "gru_layer_backward"
+    kind = "gradient"
+    rule = "(first-order helper of gru_layer; not differentiated)"
+    differentiable = False
+    examples = (
+        Example(lambda xw, h0, w, b: grad(gru_layer(xw, h0, w, b).sum(), [xw, w, b])[1],
+                ((3, 2, 6), (2, 2), (6, 2), (6,))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, xw: Any, h0: Any, w_hh: Any, *rest: Any) -> Any:
+        xp = xp_of(g)
+        has_bias = len(rest) == 3
+        y, saved = rest[-2], rest[-1]
+        steps, n, h3 = xw.shape
+        hidden = h3 // 3
+        r, z, cand, a_n = saved[:, :, 0], saved[:, :, 1], saved[:, :, 2], saved[:, :, 3]
+        sizes = [steps * n * h3, n * hidden, h3 * hidden] + ([h3] if has_bias else [])
+        flat = xp.empty(sum(sizes), dtype=g.dtype)
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + size)
+        dx_all = flat[:offsets[1]].reshape(steps, n, 3, hidden)
+        da_all = xp.empty((steps, n, 3, hidden), dtype=g.dtype)  # the gradient of a = h·W_hhᵀ + b_hh
+        h_prev_all = xp.concatenate([h0[None], y[:-1]], axis=0)
+        # step-independent factors, for all steps at once
+        f_n = (1 - cand * cand) * (1 - z)       # dn_pre = dh'·f_n
+        f_z = (h_prev_all - cand) * z * (1 - z)  # dz_pre = dh'·f_z
+        f_r = a_n * r * (1 - r)                  # dr_pre = dn_pre·f_r
+        dh = xp.zeros((n, hidden), dtype=g.dtype)
+        for t in range(steps - 1, -1, -1):
+            dh += g[t]
+            dx = dx_all[t]
+            da = da_all[t]
+            xp.multiply(dh, f_n[t], out=dx[:, 2])
+            xp.multiply(dh, f_z[t], out=dx[:, 1])
+            xp.multiply(dx[:, 2], f_r[t], out=dx[:, 0])
+            da[:, :2] = dx[:, :2]
+            xp.multiply(dx[:, 2], r[t], out=da[:, 2])
+            dh *= z[t]
+            dh += da.reshape(n, h3) @ w_hh
+        flat[offsets[1]:offsets[2]] = dh.ravel()
+        da_flat = da_all.reshape(steps * n, h3)
+        xp.matmul(da_flat.T, h_prev_all.reshape(steps * n, hidden),
+                  out=flat[offsets[2]:offsets[3]].reshape(h3, hidden))
+        if has_bias:
+            da_flat.sum(axis=0, out=flat[offsets[3]:offsets[4]])
+        return flat
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        raise GraphError("gru_layer_backward: internal first-order helper, not differentiated")
+
+
+def gru_layer_composite(xw: Any, h0: Any, w_hh: Any, b_hh: Any = None) -> Any:
+    """gru_layer written with differentiable ops, step by step (what a recorded backward differentiates).
+
+    >>> from rtxviz import Tensor
+    >>> xw, h0, w = Tensor.ones([2, 1, 3]), Tensor.zeros([1, 1]), Tensor.ones([3, 1])
+    >>> a, b = gru_layer(xw, h0, w).tolist(), gru_layer_composite(xw, h0, w).tolist()
+    >>> all(abs(u[0][0] - v[0][0]) < 1e-6 for u, v in zip(a, b))
+    True
+    """
+    hidden = xw.shape[-1] // 3
+    h = h0
+    outs = []
+    w_t = transpose(w_hh, 0, 1)
+    for t in range(xw.shape[0]):
+        x_t = narrow(xw, 0, t, 1)[0]
+        a = matmul(h, w_t) if b_hh is None else add(matmul(h, w_t), b_hh)
+        r = sigmoid(add(narrow(x_t, 1, 0, hidden), narrow(a, 1, 0, hidden)))
+        z = sigmoid(add(narrow(x_t, 1, hidden, hidden), narrow(a, 1, hidden, hidden)))
+        cand = tanh(add(narrow(x_t, 1, 2 * hidden, hidden), mul(r, narrow(a, 1, 2 * hidden, hidden))))
+        h = add(cand, mul(z, sub(h, cand)))
+        outs.append(h)
+    return stack(outs, 0)
+
+
+@implements(GRULayer, reference=None)
+def gru_layer(xw: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None) -> Any:
+    """One GRU layer over a sequence, from its input projections xw = x·W_ihᵀ + b_ih [T, N, 3H] (gates in
+    PyTorch's order r, z, n; b_hh stays separate, since r multiplies the n gate's hidden part): returns the h of
+    every step, [T, N, H].
+
+    >>> from rtxviz import Tensor
+    >>> gru_layer(Tensor.zeros([5, 2, 9]), Tensor.zeros([2, 3]), Tensor.zeros([9, 3])).shape
+    (5, 2, 3)
+    """
+    _check_gru("gru_layer", xw, h0, w_hh, b_hh)
+    inputs = (xw, h0, w_hh) if b_hh is None else (xw, h0, w_hh, b_hh)
+    return apply(GRULayer, inputs)
+
+
+# -- Elman RNN --------------------------------------------------------------------------------------------------
+class RNNLayer(Op):
+    """Inputs (xw [T, N, H], h0 [N, H], w_hh [H, H]); attrs nonlinearity ("tanh" | "relu"); output [T, N, H]."""
+
+    name = "rnn_layer"
+    kind = "nn"
+    rule = ("h' = act(X_t + h·W_hhᵀ); backward through time: da = (dh' + da_next·W_hh)·act'(h'), dX_t = da, "
+            "dW_hh = Σ_t daᵀ·h")
+    save_inputs = True
+    save_output = True
+    examples = (
+        Example(lambda xw, h0, w: rnn_layer(xw, h0, w), ((3, 2, 4), (2, 4), (4, 4))),
+        Example(lambda xw, h0, w: rnn_layer(xw, h0, w, "relu"), ((3, 2, 4), (2, 4), (4, 4))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, xw: Any, h0: Any, w_hh: Any) -> Any:
+        xp = xp_of(xw)
+        out = xp.empty_like(xw)
+        w_t = xp.ascontiguousarray(w_hh.T)
+        relu = ctx.attrs["nonlinearity"] == "relu"
+        h = h0
+        for t in range(xw.shape[0]):
+            h_new = out[t]
+            xp.matmul(h, w_t, out=h_new)
+            h_new += xw[t]
+            if relu:
+                xp.maximum(h_new, 0, out=h_new)
+            else:
+                xp.tanh(h_new, out=h_new)
+            h = h_new
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        inputs = ctx.saved_inputs
+        need = [e is not None for e in ctx.next]
+        if STATE.enabled:
+            wanted = [t for t, yes in zip(inputs, need, strict=True) if yes]
+            with enable_grad():
+                rebuilt = rnn_layer_composite(*inputs, ctx.attrs["nonlinearity"])
+            found = grad(rebuilt, wanted, grad_outputs=g, create_graph=True, allow_unused=True)
+            it = iter(found)
+            return tuple(next(it) if yes else None for yes in need)
+        flat = apply(RNNLayerBackward, (g, *inputs, ctx.output), ctx.attrs)
+        grads: list[Any] = []
+        start = 0
+        for t, yes in zip(inputs, need, strict=True):
+            size = 1
+            for s in t.shape:
+                size *= s
+            grads.append(reshape(narrow(flat, 0, start, size), tuple(t.shape)) if yes else None)
+            start += size
+        return tuple(grads)
+
+
+class RNNLayerBackward(Op):
+    """rnn_layer's first-order gradients, packed flat in the order of its inputs (xw, h0, w_hh). Inputs (dY, xw,
+    h0, w_hh, Y). Only used where no graph is recorded."""
+
+    name = "rnn_layer_backward"
+    kind = "gradient"
+    rule = "(first-order helper of rnn_layer; not differentiated)"
+    differentiable = False
+    examples = (
+        Example(lambda xw, h0, w: grad(rnn_layer(xw, h0, w).sum(), [xw, w])[1], ((3, 2, 4), (2, 4), (4, 4))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, xw: Any, h0: Any, w_hh: Any, y: Any) -> Any:
+        xp = xp_of(g)
+        steps, n, hidden = xw.shape
+        sizes = [steps * n * hidden, n * hidden, hidden * hidden]
+        flat = xp.empty(sum(sizes), dtype=g.dtype)
+        da_all = flat[:sizes[0]].reshape(steps, n, hidden)
+        # act'(h') for all steps: 1 - h'² (tanh) or [h' > 0] (relu)
+        slope = (y > 0).astype(y.dtype) if ctx.attrs["nonlinearity"] == "relu" else 1 - y * y
+        dh = xp.zeros((n, hidden), dtype=g.dtype)
+        for t in range(steps - 1, -1, -1):
+            dh += g[t]
+            xp.multiply(dh, slope[t], out=da_all[t])
+            dh = da_all[t] @ w_hh
+        flat[sizes[0]:sizes[0] + sizes[1]] = dh.ravel()
+        h_prev = xp.concatenate([h0[None], y[:-1]], axis=0).reshape(steps * n, hidden)
+        xp.matmul(da_all.reshape(steps * n, hidden).T, h_prev,
+                  out=flat[sizes[0] + sizes[1]:].reshape(hidden, hidden))
+        return flat
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        raise GraphError("rnn_layer_backward: internal first-order helper, not differentiated")
+
+
+def rnn_layer_composite(xw: Any, h0: Any, w_hh: Any, nonlinearity: str = "tanh") -> Any:
+    """rnn_layer written with differentiable ops, step by step (what a recorded backward differentiates).
+
+    >>> from rtxviz import Tensor
+    >>> xw, h0, w = Tensor.ones([2, 1, 2]), Tensor.zeros([1, 2]), Tensor.ones([2, 2])
+    >>> rnn_layer(xw, h0, w).tolist() == rnn_layer_composite(xw, h0, w).tolist()
+    True
+    """
+    act = tanh if nonlinearity == "tanh" else relu
+    h = h0
+    outs = []
+    w_t = transpose(w_hh, 0, 1)
+    for t in range(xw.shape[0]):
+        h = act(add(narrow(xw, 0, t, 1)[0], matmul(h, w_t)))
+        outs.append(h)
+    return stack(outs, 0)
+
+
+@implements(RNNLayer, reference=None)
+def rnn_layer(xw: Tensor, h0: Tensor, w_hh: Tensor, nonlinearity: str = "tanh") -> Any:
+    """One Elman RNN layer over a sequence, from its input projections xw = x·W_ihᵀ + b_ih + b_hh [T, N, H]:
+    returns the h of every step, [T, N, H]; nonlinearity "tanh" or "relu".
+
+    >>> from rtxviz import Tensor
+    >>> rnn_layer(Tensor.ones([4, 2, 3]), Tensor.zeros([2, 3]), Tensor.zeros([3, 3]), "relu").tolist()[0]
+    [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"rnn_layer: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+    if xw.ndim != 3:
+        raise ShapeError(f"rnn_layer: xw must be [T, N, H], got shape {xw.shape}")
+    _, n, hidden = xw.shape
+    if tuple(w_hh.shape) != (hidden, hidden) or tuple(h0.shape) != (n, hidden):
+        raise ShapeError(f"rnn_layer: w_hh must be [H, H] = {(hidden, hidden)} and h0 [N, H] = {(n, hidden)}, got "
+                         f"{w_hh.shape} and {h0.shape}")
+    return apply(RNNLayer, (xw, h0, w_hh), {"nonlinearity": nonlinearity})
