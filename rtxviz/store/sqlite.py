@@ -77,11 +77,19 @@ def _code(exc: sqlite3.Error) -> int:
     return int(getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
 
 
-def _advice(path: str, exc: BaseException) -> str:
-    """What to do about a database that cannot be opened, by what went wrong."""
+def _advice(path: str, exc: BaseException, reading: bool = False) -> str:
+    """What to do about a database that cannot be opened, by what went wrong (and whether it was to read it)."""
     code = _code(exc) if isinstance(exc, sqlite3.Error) else 0
     text = str(exc)
-    if code in (_CORRUPT, _NOTADB) or "malformed" in text or "not a database" in text:
+    damaged = code in (_CORRUPT, _NOTADB) or "malformed" in text or "not a database" in text
+    if damaged and reading:
+        hint = ""
+        if path.endswith((".jsonl", ".json", ".ndjson")):
+            hint = (f" ({path} looks like a JSON-lines run: load it with `rtxviz import {path} --db runs.db`, then "
+                    "read runs.db)")
+        return (f"{path} is not a readable SQLite database ({text}); --db takes the server's runs database "
+                f"(default ~/.rtxviz/runs.db){hint}")
+    if damaged:
         return (f"{path} is not a readable SQLite database ({text}): it is damaged or another kind of file. Move "
                 f"it aside (mv {path} {path}.damaged) to start with an empty one, or pass --db with another file")
     if code == _READONLY or "readonly" in text:
@@ -132,7 +140,7 @@ class SQLiteStore:
             self._open(path, memory, read_only)
         except sqlite3.Error as exc:
             self._release_lock()
-            raise StoreOpenError(_advice(path, exc)) from None
+            raise StoreOpenError(_advice(path, exc, reading=read_only)) from None
         self._wlock = threading.Lock()
         self._rlock = self._wlock if self._r is self._w else threading.Lock()
 
