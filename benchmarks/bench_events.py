@@ -4,6 +4,8 @@
     python benchmarks/bench_events.py engine         # deep_chain: no hook vs hooks compiled out vs hooks
     python benchmarks/bench_events.py mlp            # mlp_train: unattached vs streaming to a live server
     python benchmarks/bench_events.py server         # ingest events/s, 4 producers + 3 WebSocket consumers
+    RTXVIZ_BENCH_BEFORE=/tmp/old python benchmarks/bench_events.py server
+                                                     # the same, alternating with an older checkout's server
 
 Machines here are shared and noisy: each comparison alternates its variants in one process and reports medians.
 """
@@ -234,9 +236,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def server_process(db: str):
+def server_process(db: str, root: Path = ROOT):
+    """`rtxviz serve` (of the checkout at `root`) in a child process, exactly as a user starts it."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -382,8 +385,9 @@ class _Consumer(threading.Thread):
             self.done_at = time.time()
 
 
-def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_size: int = 2000) -> None:
-    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "ingest.db")) as url:
+def server_round(root: Path, producers: int, consumers: int, batches: int, batch_size: int) -> dict[str, float]:
+    """One ingest round against a fresh server of the checkout at `root`: events/s in, end to end, latencies."""
+    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "ingest.db"), root) as url:
         n_total = producers * batches * batch_size
         run_id = "bench-ingest"  # the producers share one run; every consumer watches it all
         urllib.request.urlopen(urllib.request.Request(
@@ -411,13 +415,35 @@ def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_
         ingest_s = max(r[1] for r in results) - start
         deliver_s = max(c.done_at or time.time() for c in cons) - start
         lat = sorted(x for c in cons for x in c.latencies)
+        delivered = sum(c.count for c in cons)
+    return {"sent": sent, "total": n_total, "ingest_s": ingest_s, "ingest_eps": sent / ingest_s,
+            "deliver_s": deliver_s, "e2e_eps": sent / deliver_s, "deliveries": delivered,
+            "p50_ms": 1e3 * lat[len(lat) // 2], "p99_ms": 1e3 * lat[int(len(lat) * 0.99)], "sampled": len(lat)}
+
+
+def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_size: int = 2000,
+               rounds: int = 3) -> None:
+    """`rounds` rounds, each a fresh server; with RTXVIZ_BENCH_BEFORE=<older checkout>, alternating with its
+    server in the same run (before, after, before, ...), and medians of each."""
+    before = os.environ.get("RTXVIZ_BENCH_BEFORE")
+    variants = {"before": Path(before), "after": ROOT} if before else {"this checkout": ROOT}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, root in variants.items():
+            results[name].append(server_round(root, producers, consumers, batches, batch_size))
     print(f"\n## server: {producers} producer processes x {batches} batches x {batch_size} node events into one "
-          f"run, {consumers} WebSocket consumers")
-    print(f"  ingested {sent}/{n_total} events in {ingest_s:.2f} s: {sent / ingest_s:,.0f} events/s")
-    print(f"  every consumer had every event after {deliver_s:.2f} s: {sent / deliver_s:,.0f} events/s end to end"
-          f" ({sum(c.count for c in cons)} deliveries)")
-    print(f"  emit->delivery latency: p50 {1e3 * lat[len(lat) // 2]:.0f} ms, "
-          f"p99 {1e3 * lat[int(len(lat) * 0.99)]:.0f} ms (sampled {len(lat)} events)")
+          f"run, {consumers} WebSocket consumers; median of {rounds} rounds, each on a fresh server")
+    for name, rs in results.items():
+        eps = ", ".join(f"{r['ingest_eps']:,.0f}" for r in rs)
+        p99s = ", ".join(f"{r['p99_ms']:.0f}" for r in rs)
+        med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        print(f"  {name} ({variants[name]}):")
+        print(f"    ingested {med['sent']:.0f}/{med['total']:.0f} events in {med['ingest_s']:.2f} s: "
+              f"{med['ingest_eps']:,.0f} events/s (rounds: {eps})")
+        print(f"    every consumer had every event after {med['deliver_s']:.2f} s: {med['e2e_eps']:,.0f} events/s "
+              f"end to end ({med['deliveries']:.0f} deliveries)")
+        print(f"    emit->delivery latency: p50 {med['p50_ms']:.0f} ms, p99 {med['p99_ms']:.0f} ms "
+              f"(sampled {med['sampled']:.0f} events; p99 by round: {p99s})")
 
 
 if __name__ == "__main__":
