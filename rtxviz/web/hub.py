@@ -166,8 +166,11 @@ class Hub:
     async def _replay(self, client: _Client, head: str, upto: int | None) -> None:
         """Send events from the store, from client.next_seq up to `upto` (None: everything stored now)."""
         store = self.store
+        run_id = client.run_id
+        if run_id is None:  # a lobby client: it has no events to replay
+            return
         while True:
-            rows = await asyncio.to_thread(store.events, client.run_id, client.next_seq - 1, self.replay_chunk,
+            rows = await asyncio.to_thread(store.events, run_id, client.next_seq - 1, self.replay_chunk,
                                            None, None, upto)
             if not rows:
                 return
