@@ -233,3 +233,21 @@ def test_a_viewer_that_goes_away_leaves_no_unretrieved_task_exception():
     asyncio.run(main())
     gc.collect()
     assert not [m for m in reports if "never retrieved" in m], reports
+
+
+def test_a_websocket_outlives_the_request_bound():
+    # the bound is on the upgrade request arriving; the WebSocket that follows lives as long as it is used
+    from websockets.sync.client import connect
+
+    app = create_app(db=":memory:")
+    with SocketServer(app, bind_socket("127.0.0.1", 0), request_timeout=0.3) as srv:
+        with connect(f"ws://127.0.0.1:{srv.port}/api/runs/r/ws", compression=None) as ws:
+            assert json.loads(ws.recv(timeout=10))["type"] == "hello"
+            time.sleep(1.0)  # past the bound
+            line = json.dumps({"v": 1, "kind": "my.tool", "t": 1.0})
+            s, _ = request(srv.port)  # a keep-alive connection for the post
+            s.sendall(f"POST /api/runs/r/events HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nContent-Type: "
+                      f"application/x-ndjson\r\nContent-Length: {len(line)}\r\n\r\n{line}".encode())
+            msg = json.loads(ws.recv(timeout=10))
+            assert msg["type"] == "events" and msg["events"][0]["kind"] == "my.tool"
+            s.close()
