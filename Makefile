@@ -38,8 +38,10 @@ graphviz:
 system-deps:
 	bash scripts/system-deps.sh graphviz chromium
 
+# `make demo PORT=8001` when 8000 is taken
+PORT ?= 8000
 demo: setup
-	$(PY) examples/live_demo.py --serve
+	$(PY) examples/live_demo.py --serve --port $(PORT)
 
 # RTXVIZ_REQUIRE_NATIVE: here the compiled summaries must have been built (tests/events/test_stats.py checks)
 # `npm test` generates the types and runs `tsc --noEmit` (npm run typecheck) before the unit tests; mypy checks

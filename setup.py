@@ -17,6 +17,9 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 
 
+STATIC_PACKAGE = "rtxviz.web.static"
+
+
 class BuildPyWithViewer(build_py):
     """Build the viewer (`npm ci && npm run build` in frontend/) when its output is missing.
 
@@ -38,6 +41,11 @@ class BuildPyWithViewer(build_py):
             env = {**os.environ, "PYTHON": sys.executable}
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=frontend, check=True)
             subprocess.run(["npm", "run", "build"], cwd=frontend, check=True, env=env)
+        # built just now, after setuptools looked for packages: declare the folder, so that its files ship as the
+        # package's data instead of setuptools warning that the folder "would be ignored"
+        if self.packages is not None and STATIC_PACKAGE not in self.packages:
+            self.packages.append(STATIC_PACKAGE)
+            self.package_data.setdefault(STATIC_PACKAGE, ["*", "**/*"])
         super().run()
 
 

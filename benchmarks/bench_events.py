@@ -4,6 +4,10 @@
     python benchmarks/bench_events.py engine         # deep_chain: no hook vs hooks compiled out vs hooks
     python benchmarks/bench_events.py mlp            # mlp_train: unattached vs streaming to a live server
     python benchmarks/bench_events.py server         # ingest events/s, 4 producers + 3 WebSocket consumers
+    RTXVIZ_BENCH_BEFORE=/tmp/old python benchmarks/bench_events.py server
+                                                     # the same, alternating with an older checkout's server
+    python benchmarks/bench_events.py keepalive      # round trip of sequential POSTs on one keep-alive connection
+    python benchmarks/bench_events.py ingest_cpu     # CPU us/event of the ingest path, in-process
 
 Machines here are shared and noisy: each comparison alternates its variants in one process and reports medians.
 """
@@ -234,10 +238,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def server_process(db: str):
+def server_process(db: str, root: Path = ROOT, nice: int | None = None):
+    """`rtxviz serve` (of the checkout at `root`) in a child process, as a user starts it (`nice`: its --nice)."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db],
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    extra = [] if nice is None else ["--nice", str(nice)]
+    proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -382,8 +388,11 @@ class _Consumer(threading.Thread):
             self.done_at = time.time()
 
 
-def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_size: int = 2000) -> None:
-    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "ingest.db")) as url:
+def server_round(root: Path, producers: int, consumers: int, batches: int, batch_size: int) -> dict[str, float]:
+    """One ingest round against a fresh server of the checkout at `root`: events/s in, end to end, latencies."""
+    # --nice 0: this measures the server itself; niced (the default, for a machine that also trains) on a shared
+    # machine it gets what the other processes leave, and a consumer it cannot feed for 30 s is cut off
+    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "ingest.db"), root, nice=0) as url:
         n_total = producers * batches * batch_size
         run_id = "bench-ingest"  # the producers share one run; every consumer watches it all
         urllib.request.urlopen(urllib.request.Request(
@@ -406,21 +415,121 @@ def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_
         for p in procs:
             p.join()
         for c in cons:
-            c.join(300)
+            c.join(150)
         sent = sum(r[0] for r in results)
         ingest_s = max(r[1] for r in results) - start
         deliver_s = max(c.done_at or time.time() for c in cons) - start
         lat = sorted(x for c in cons for x in c.latencies)
+        delivered = sum(c.count for c in cons)
+    return {"sent": sent, "total": n_total, "ingest_s": ingest_s, "ingest_eps": sent / ingest_s,
+            "deliver_s": deliver_s, "e2e_eps": sent / deliver_s, "deliveries": delivered,
+            "p50_ms": 1e3 * lat[len(lat) // 2], "p99_ms": 1e3 * lat[int(len(lat) * 0.99)], "sampled": len(lat)}
+
+
+def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_size: int = 2000,
+               rounds: int = 3) -> None:
+    """`rounds` rounds, each a fresh server; with RTXVIZ_BENCH_BEFORE=<older checkout>, alternating with its
+    server in the same run (before, after, before, ...), and medians of each."""
+    before = os.environ.get("RTXVIZ_BENCH_BEFORE")
+    variants = {"before": Path(before), "after": ROOT} if before else {"this checkout": ROOT}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, root in variants.items():
+            results[name].append(server_round(root, producers, consumers, batches, batch_size))
     print(f"\n## server: {producers} producer processes x {batches} batches x {batch_size} node events into one "
-          f"run, {consumers} WebSocket consumers")
-    print(f"  ingested {sent}/{n_total} events in {ingest_s:.2f} s: {sent / ingest_s:,.0f} events/s")
-    print(f"  every consumer had every event after {deliver_s:.2f} s: {sent / deliver_s:,.0f} events/s end to end"
-          f" ({sum(c.count for c in cons)} deliveries)")
-    print(f"  emit->delivery latency: p50 {1e3 * lat[len(lat) // 2]:.0f} ms, "
-          f"p99 {1e3 * lat[int(len(lat) * 0.99)]:.0f} ms (sampled {len(lat)} events)")
+          f"run, {consumers} WebSocket consumers; median of {rounds} rounds, each on a fresh server")
+    for name, rs in results.items():
+        eps = ", ".join(f"{r['ingest_eps']:,.0f}" for r in rs)
+        p99s = ", ".join(f"{r['p99_ms']:.0f}" for r in rs)
+        med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        print(f"  {name} ({variants[name]}):")
+        print(f"    ingested {med['sent']:.0f}/{med['total']:.0f} events in {med['ingest_s']:.2f} s: "
+              f"{med['ingest_eps']:,.0f} events/s (rounds: {eps})")
+        print(f"    every consumer had every event after {med['deliver_s']:.2f} s: {med['e2e_eps']:,.0f} events/s "
+              f"end to end ({med['deliveries']:.0f} deliveries)")
+        print(f"    emit->delivery latency: p50 {med['p50_ms']:.0f} ms, p99 {med['p99_ms']:.0f} ms "
+              f"(sampled {med['sampled']:.0f} events; p99 by round: {p99s})")
+
+
+# -- 4. one keep-alive connection: request round trip (Nagle against delayed ACK without TCP_NODELAY) ---------
+def _keepalive_round(root: Path, requests: int, batch_size: int) -> list[float]:
+    import http.client
+
+    body = "\n".join(_node_line(i) for i in range(batch_size)).replace("T_NOW", "1.0").encode()
+    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "ka.db"), root, nice=0) as url:
+        host, port = url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        times = []
+        for _ in range(requests):
+            t0 = time.perf_counter()
+            conn.request("POST", "/api/runs/ka/events", body=body, headers={"Content-Type": "application/x-ndjson"})
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 200, resp.status
+            times.append(time.perf_counter() - t0)
+        conn.close()
+    return times
+
+
+def run_keepalive(requests: int = 100, batch_size: int = 10, rounds: int = 3) -> None:
+    """Median round trip of `requests` sequential POSTs on one keep-alive connection, the way `watch` sends;
+    with RTXVIZ_BENCH_BEFORE, alternating with an older checkout's server."""
+    before = os.environ.get("RTXVIZ_BENCH_BEFORE")
+    variants = {"before": Path(before), "after": ROOT} if before else {"this checkout": ROOT}
+    results: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, root in variants.items():
+            results[name].extend(_keepalive_round(root, requests, batch_size))
+    print(f"\n## keep-alive: {requests} sequential POSTs of {batch_size} events on one connection, {rounds} rounds")
+    for name, ts in results.items():
+        ts.sort()
+        print(f"  {name}: round trip median {1e3 * ts[len(ts) // 2]:.1f} ms, p90 {1e3 * ts[int(len(ts) * 0.9)]:.1f} ms"
+              f" ({len(ts)} requests): {batch_size / ts[len(ts) // 2]:,.0f} events/s for one emitter")
+
+
+# -- 5. the ingest path's CPU per event (parse, validate, store), in-process, by CPU time ---------------------
+_INGEST_CPU = """
+import sys, tempfile, time
+from pathlib import Path
+from rtxviz.store import open_store
+from rtxviz.web.deps import Settings
+from rtxviz.web.routers.ingest import _ingest
+body = sys.stdin.buffer.read()
+n = body.count(b"\\n") + 1
+with tempfile.TemporaryDirectory() as tmp:
+    store = open_store(str(Path(tmp) / "cpu.db"))
+    s = Settings()
+    best = float("inf")
+    for r in range(int(sys.argv[1])):
+        t0 = time.process_time()
+        _ingest(store, s, f"r{r}", None, 0, body, "application/x-ndjson")
+        best = min(best, time.process_time() - t0)
+    store.close()
+print(1e6 * best / n)
+"""
+
+
+def run_ingest_cpu(batch_size: int = 2000, repeat: int = 15, rounds: int = 3) -> None:
+    """CPU microseconds per event of the ingest path (NDJSON parse, validation, SQLite commit) for the bench's
+    node events; the best of `repeat` batches per process, `rounds` processes per variant, alternating. CPU time,
+    not wall time: on a loaded shared machine this is the one figure that does not measure the neighbours."""
+    before = os.environ.get("RTXVIZ_BENCH_BEFORE")
+    variants = {"before": Path(before), "after": ROOT} if before else {"this checkout": ROOT}
+    body = "\n".join(_node_line(i) for i in range(batch_size)).replace("T_NOW", "1.0").encode()
+    results: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, root in variants.items():
+            out = subprocess.run([sys.executable, "-c", _INGEST_CPU, str(repeat)], input=body, capture_output=True,
+                                 env={**os.environ, "PYTHONPATH": str(root)}, check=True)
+            results[name].append(float(out.stdout))
+    print(f"\n## ingest CPU: one batch of {batch_size} node events through parse + validate + store")
+    for name, us in results.items():
+        print(f"  {name}: {min(us):.2f} us/event CPU (best of {rounds} processes: {', '.join(f'{u:.2f}' for u in us)})"
+              f" -> at most {1e6 / min(us):,.0f} events/s on one core")
 
 
 if __name__ == "__main__":
     which = sys.argv[1:] or ["engine", "mlp", "server"]
     for name in which:
-        {"engine": run_engine, "mlp": run_mlp, "server": run_server}[name]()
+        {"engine": run_engine, "mlp": run_mlp, "server": run_server, "keepalive": run_keepalive,
+         "ingest_cpu": run_ingest_cpu}[name]()

@@ -26,6 +26,7 @@ import numpy as np
 import rtxviz
 from rtxviz import CheckpointStrategy, Tensor, nn, optim
 from rtxviz.data import DataLoader, TensorDataset, load_digits
+from rtxviz.store import default_db_path
 
 
 class DigitsMLP(nn.Module):
@@ -55,7 +56,8 @@ def start_server(port: int, db: str) -> subprocess.Popen:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"live_demo: the server exited (code {proc.returncode}); is port {port} in use?")
+            raise SystemExit(f"live_demo: the server exited (code {proc.returncode}): see its message above "
+                             f"(port {port} taken? then `make demo PORT=8001` or --port 8001)")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=1):
                 return proc
@@ -115,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--serve", action="store_true", help="start a viewer server first (and keep it running)")
     ap.add_argument("--url", default=os.environ.get("RTXVIZ_SERVER", ""), help="stream to this server")
     ap.add_argument("--port", type=int, default=8000, help="port for --serve (default 8000)")
-    ap.add_argument("--db", default=str(Path.home() / ".rtxviz" / "demo.db"), help="runs database for --serve")
+    # the database every rtxviz command reads by default, so `rtxviz render latest` draws what the demo showed
+    ap.add_argument("--db", default=default_db_path(), help="runs database for --serve (default $RTXVIZ_DB or "
+                                                            "~/.rtxviz/runs.db, what rtxviz render/export read)")
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--sample-every", type=int, default=5, help="stream every k-th training step")
     ap.add_argument("--delay", type=float, default=0.03, help="seconds between steps, to watch it live")
@@ -136,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         accuracy = train(url, args.epochs, args.sample_every, args.delay, args.seed)
         print(f"test accuracy: {accuracy:.3f}")
+        if server is not None:
+            print(f"\n  draw the last step: .venv/bin/rtxviz render latest -o step.svg --db {args.db}", flush=True)
         if server is not None and not args.exit:
             print(f"\n  training done; the run stays at {url}/  (Ctrl-C stops the server)", flush=True)
             server.wait()

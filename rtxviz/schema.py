@@ -319,7 +319,7 @@ def validate_event(obj: Any, index: int = 0) -> dict[str, Any]:
     if type(obj) is not dict:
         raise EventError(f"event {index}: expected a JSON object, got {type(obj).__name__}")
     kind = obj.get("kind")
-    adapter = _ADAPTERS.get(kind)  # type: ignore[arg-type]
+    adapter = _ADAPTERS.get(kind) if type(kind) is str else None  # a list or dict kind is not hashable
     if adapter is None:
         if not isinstance(kind, str) or not KIND_PATTERN.match(kind):
             raise EventError(
@@ -347,7 +347,7 @@ def validate_batch(objs: list[Any]) -> None:
     known: list = []
     where: list[int] = []
     for i, obj in enumerate(objs):
-        if type(obj) is dict and obj.get("kind") in CORE_KINDS:
+        if type(obj) is dict and type(obj.get("kind")) is str and obj["kind"] in CORE_KINDS:
             known.append(obj)
             where.append(i)
         else:

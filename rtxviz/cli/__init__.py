@@ -6,7 +6,7 @@ commands, is one module here that registers itself when imported below: serve.py
 ``python -m rtxviz.cli`` runs the same.
 
 >>> main([]) == 2  # doctest: +ELLIPSIS
-usage: rtxviz [-h] COMMAND ...
+usage: rtxviz [-h] [--version] COMMAND ...
 ...
 True
 >>> list(COMMANDS)
@@ -15,7 +15,7 @@ True
 
 from __future__ import annotations
 
-from .registry import COMMANDS, build_parser, command, main
+from .registry import COMMANDS, build_parser, command, fail, main
 
 # Each module registers its commands when imported; this order is the order `rtxviz --help` lists them.
 # isort: off
@@ -24,4 +24,4 @@ from . import transfer  # noqa: F401
 from . import render  # noqa: F401
 # isort: on
 
-__all__ = ["COMMANDS", "build_parser", "command", "main"]
+__all__ = ["COMMANDS", "build_parser", "command", "fail", "main"]

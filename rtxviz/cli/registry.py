@@ -18,7 +18,10 @@ hello you
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
+
+from .._version import __version__
 
 #: Adds a subcommand's arguments to its parser.
 Configure = Callable[[argparse.ArgumentParser], None]
@@ -46,12 +49,33 @@ def command(name: str, help: str, configure: Configure | None = None) -> Callabl
 def build_parser() -> argparse.ArgumentParser:
     """The `rtxviz` parser with one sub-parser per registered command."""
     parser = argparse.ArgumentParser(prog="rtxviz", description="rtxviz: a graph-visualizing autograd engine")
+    parser.add_argument("--version", action="version", version=f"rtxviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_text, configure, run) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         configure(p)
         p.set_defaults(run=run)
     return parser
+
+
+def fail(command_name: str, exc: BaseException | str, code: int = 1) -> int:
+    """Print ``rtxviz COMMAND: reason`` on stderr (once: a reason that already starts with the command's name, as
+    library errors do, is not prefixed twice) and return `code`.
+
+    >>> import contextlib, io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     fail("render", "render: --step must be a number")
+    1
+    >>> err.getvalue()
+    'rtxviz render: --step must be a number\\n'
+    """
+    reason = str(exc)
+    for prefix in (f"rtxviz {command_name}: ", f"{command_name}: "):
+        if reason.startswith(prefix):
+            reason = reason[len(prefix):]
+    print(f"rtxviz {command_name}: {reason}", file=sys.stderr)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

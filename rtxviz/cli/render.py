@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 from ..engine.errors import RtxvizError
-from ..store import default_db_path
-from .registry import command
+from ..store import StoreError, default_db_path
+from .registry import command, fail
 
 HELP = "draw a recorded run's graph (one step) to SVG, PNG, PDF or DOT"
 
@@ -46,9 +45,52 @@ def _step(text: str) -> int | str | None:
     if text in ("last", "none"):
         return "last" if text == "last" else None
     try:
-        return int(text)
+        step = int(text)
     except ValueError:
         raise RtxvizError(f"render: --step must be a number, 'none' or 'last', got {text!r}") from None
+    if step < 0:
+        raise RtxvizError(f"render: --step must be >= 0 (steps count from 0), got {step}")
+    return step
+
+
+def _ranges(steps: list[int], limit: int = 6) -> str:
+    """'0-4, 10, 20-21' for a sorted list of steps (the first `limit` runs of consecutive numbers).
+
+    >>> _ranges([0, 1, 2, 5, 7, 8])
+    '0-2, 5, 7-8'
+    """
+    runs: list[list[int]] = []
+    for s in steps:
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit]]
+    return ", ".join(parts) + (f", ... ({len(runs) - limit} more ranges)" if len(runs) > limit else "")
+
+
+def check_step(run_id: str, events: list[dict[str, Any]], step: int) -> None:
+    """Raise RtxvizError, saying which steps can be drawn, unless step `step` of the run recorded a graph.
+
+    >>> evs = [{"kind": "step_begin", "step": 0}, {"kind": "node", "step": 0},
+    ...        {"kind": "step_begin", "step": 1, "sampled": False}]
+    >>> check_step("r", evs, 0)
+    >>> check_step("r", evs, 1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rtxviz.engine.errors.RtxvizError: render: step 1 of run r was not sampled (...); steps with a graph: 0
+    """
+    drawn = sorted({e["step"] for e in events if e.get("kind") in ("node", "leaf") and e.get("step") is not None})
+    if step in drawn:
+        return
+    begun = {e.get("step"): e for e in events if e.get("kind") == "step_begin"}
+    have = f"steps with a graph: {_ranges(drawn)}" if drawn else "no step of it recorded a graph"
+    if step in begun and begun[step].get("sampled") is False:
+        raise RtxvizError(f"render: step {step} of run {run_id} was not sampled (watch(sample_every=...) "
+                          f"skipped it); {have}")
+    if step in begun:
+        raise RtxvizError(f"render: step {step} of run {run_id} recorded no graph; {have}")
+    raise RtxvizError(f"render: run {run_id} has no step {step}; {have}")
 
 
 def load_events(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
@@ -66,14 +108,15 @@ def run_render(args: argparse.Namespace) -> int:
     from ..render import render
 
     try:
-        run_id, events = load_events(args)
         step = _step(args.step)
+        run_id, events = load_events(args)
+        if isinstance(step, int):
+            check_step(run_id, events, step)
         path = render(events, args.output, show_grads=not args.no_grads, show_saved=args.saved,
                       show_attrs=args.attrs, group_modules=not args.no_groups, max_nodes=args.max_nodes,
                       timeout=args.timeout, step=step)
-    except RtxvizError as exc:
-        print(f"rtxviz render: {exc}", file=sys.stderr)
-        return 1
+    except (RtxvizError, StoreError) as exc:
+        return fail("render", exc)
     print(f"rtxviz render: run {run_id} -> {path}")
     return 0
 

@@ -9,13 +9,22 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
 import socket
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ..store import default_db_path
 from .registry import command
+
+if TYPE_CHECKING:  # uvicorn is imported when a server starts, not for every `rtxviz` command
+    import uvicorn
+
+#: Seconds a client has to send a whole request (rtxviz.web.protocol.DEFAULT_REQUEST_TIMEOUT, repeated here so
+#: that building the parser imports no server code).
+DEFAULT_REQUEST_TIMEOUT = 30.0
 
 
 def is_loopback(host: str) -> bool:
@@ -32,16 +41,80 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def port_number(text: str) -> int:
+    """argparse type for --port: an integer from 0 (pick a free one) to 65535.
+
+    >>> port_number("8000")
+    8000
+    >>> port_number("70000")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be from 0 to 65535 (0 picks a free port), got 70000
+    """
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 65535, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 65535 (0 picks a free port), got {port}")
+    return port
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket for `host`:`port` (raises OSError when it cannot be bound).
+
+    Made with proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted connections only when the socket
+    says it is TCP, and without it every keep-alive request waits ~40 ms for Nagle's algorithm against the
+    client's delayed ACK (issue 17.6: 44 ms against 0.5 ms a request, 26k against 80k events/s from one emitter).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def bind_error(host: str, port: int, exc: OSError) -> str:
+    """What to say when the port cannot be had."""
+    if exc.errno == errno.EADDRINUSE:
+        return (f"rtxviz serve: port {port} on {host} is already in use (another rtxviz serve, or another "
+                f"program: `ss -ltnp 'sport = :{port}'` names it); pick another with --port N (make demo PORT=N), "
+                "or --port 0 for any free one")
+    return f"rtxviz serve: cannot bind {host}:{port}: {exc}"
+
+
+def uvicorn_config(app: Any, log_level: str = "warning",
+                   request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> uvicorn.Config:
+    """The uvicorn configuration `rtxviz serve` runs (benchmarks and tests build the same)."""
+    import uvicorn
+
+    from ..web.protocol import with_request_timeout
+
+    # no per-message deflate: compressing every batch for a viewer on the same machine costs more CPU than
+    # validating and storing it; the h11 protocol with a bound on how long a request may take to arrive
+    # (slowloris: uvicorn alone never closes a connection that sent half a request)
+    return uvicorn.Config(app, log_level=log_level, ws="websockets-sansio", ws_max_size=1 << 20,
+                          ws_per_message_deflate=False, http=with_request_timeout(request_timeout),
+                          timeout_keep_alive=5)
+
+
 def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; anything else "
                                                        "needs --token)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--db", default=None, help="SQLite file for runs (default $RTXVIZ_DB or ~/.rtxviz/runs.db)")
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"),
                    help="require this token on every request (default $RTXVIZ_TOKEN)")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow a browser page from ORIGIN to use the API (repeatable; default none)")
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    p.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
+                   help=f"close a connection whose request has not fully arrived S seconds after it opened or "
+                        f"its previous response went out (default {DEFAULT_REQUEST_TIMEOUT:g})")
     p.add_argument("--nice", type=int, default=10, metavar="N",
                    help="lower the server's CPU priority by N (default 10; 0 keeps it; POSIX): on a machine that "
                         "also trains, the training loop gets the cores first and the server takes what is idle")
@@ -49,8 +122,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 @command("serve", "run the viewer server (events in, runs stored, live WebSocket streams)", _serve_args)
 def serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
+    from ..store import StoreError
     from ..web import Settings, create_app
 
     if not is_loopback(args.host) and not args.token:
@@ -61,29 +133,32 @@ def serve(args: argparse.Namespace) -> int:
         print(f"rtxviz serve: --nice must be >= 0, got {args.nice} (raising priority needs privileges)",
               file=sys.stderr)
         return 2
+    if not args.request_timeout > 0:
+        print(f"rtxviz serve: --request-timeout must be > 0 seconds, got {args.request_timeout}", file=sys.stderr)
+        return 2
     if args.nice and hasattr(os, "nice"):
         # Measured on 2 cores: at the default priority the server's parsing and storing competes with a training
         # loop that streams every step, for about 2% of its speed; niced, it runs in the idle time instead.
         os.nice(args.nice)
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # without a token, accept only loopback Host headers: a DNS-rebinding page cannot reach the API then
     allowed = None if args.token else ["127.0.0.1", "localhost", "::1"]
     db = args.db or default_db_path()
-    app = create_app(db=db, settings=Settings(token=args.token, cors_origins=args.cors_origin,
-                                              allowed_hosts=allowed))
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((args.host.strip("[]"), args.port))
+        sock = bind_socket(args.host, args.port)
     except OSError as exc:
-        print(f"rtxviz serve: cannot bind {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(bind_error(args.host, args.port, exc), file=sys.stderr)
+        return 1
+    try:
+        app = create_app(db=db, settings=Settings(token=args.token, cors_origins=args.cors_origin,
+                                                  allowed_hosts=allowed))
+    except StoreError as exc:  # the database cannot be had: say which file and what to do, no traceback
+        sock.close()
+        print(f"rtxviz serve: {exc}", file=sys.stderr)
         return 1
     port = sock.getsockname()[1]
-    host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+    host = f"[{args.host}]" if sock.family == socket.AF_INET6 else args.host
     print(f"rtxviz: serving on http://{host}:{port}  (db {db})", flush=True)
-    # no per-message deflate: compressing every batch for a viewer on the same machine costs more CPU than
-    # validating and storing it
-    config = uvicorn.Config(app, log_level=args.log_level, ws="websockets-sansio", ws_max_size=1 << 20,
-                            ws_per_message_deflate=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    import uvicorn
+
+    uvicorn.Server(uvicorn_config(app, args.log_level, args.request_timeout)).run(sockets=[sock])
     return 0

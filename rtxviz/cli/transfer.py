@@ -11,12 +11,29 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import urllib.error
 from typing import Any
 
-from ..store import default_db_path, open_store
-from .registry import command
+from ..store import StoreError, default_db_path, open_store
+from .registry import command, fail
+
+
+def run_id_arg(text: str) -> str:
+    """argparse type for --run-id: what the API can address (``/api/runs/{id}``).
+
+    >>> run_id_arg("my-run_2")
+    'my-run_2'
+    >>> run_id_arg("../../etc")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be 1-64 letters, digits, '_' or '-' (...), got '../../etc'
+    """
+    from ..export.jsonl import RUN_ID
+
+    if not RUN_ID.match(text):
+        raise argparse.ArgumentTypeError("must be 1-64 letters, digits, '_' or '-' (the API addresses runs as "
+                                         f"/api/runs/ID), got {text!r}")
+    return text
 
 
 def _source_args(p: argparse.ArgumentParser, verb: str) -> None:
@@ -31,7 +48,8 @@ def _import_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="a JSON-lines run (one event per line, as `rtxviz export --jsonl` "
                                                 "writes)")
     _source_args(p, "into")
-    p.add_argument("--run-id", default=None, help="id for the new run (default import-<time>-<random>)")
+    p.add_argument("--run-id", type=run_id_arg, default=None,
+                   help="id for the new run: 1-64 letters, digits, '_' or '-' (default import-<time>-<random>)")
 
 
 @command("import", "load a JSON-lines run into a server's database or a running server", _import_args)
@@ -40,8 +58,7 @@ def import_(args: argparse.Namespace) -> int:
     from ..export import import_jsonl, import_jsonl_to_db
 
     if not os.path.isfile(args.file):
-        print(f"rtxviz import: no file {args.file!r}", file=sys.stderr)
-        return 1
+        return fail("import", f"no file {args.file!r}")
     try:
         if args.url:
             run_id = import_jsonl(args.file, args.url, run_id=args.run_id, token=args.token)
@@ -49,9 +66,8 @@ def import_(args: argparse.Namespace) -> int:
         else:
             where = args.db or default_db_path()
             run_id = import_jsonl_to_db(args.file, where, run_id=args.run_id)
-    except (RtxvizError, OSError, urllib.error.URLError) as exc:
-        print(f"rtxviz import: {exc}", file=sys.stderr)
-        return 1
+    except (RtxvizError, StoreError, OSError, urllib.error.URLError) as exc:
+        return fail("import", exc)
     print(f"rtxviz import: {args.file} -> run {run_id} ({where})")
     return 0
 
@@ -78,12 +94,12 @@ def _run_info(args: argparse.Namespace, run_id: str) -> dict[str, Any]:
             with urllib.request.urlopen(req, timeout=10) as resp:  # the user's own server
                 info: dict[str, Any] = json.loads(resp.read())
                 return info
-        store = open_store(args.db or default_db_path())
+        store = open_store(args.db or default_db_path(), read_only=True)
         try:
             return store.get_run(run_id) or {"id": run_id}
         finally:
             store.close()
-    except (OSError, ValueError):
+    except (OSError, ValueError, StoreError):
         return {"id": run_id}
 
 
@@ -104,8 +120,7 @@ def export(args: argparse.Namespace) -> int:
             out = write_trace(chrome_trace(events, process=f"rtxviz run {run_id}"), args.trace)
         else:
             out = export_html(events, args.html, run=_run_info(args, run_id))
-    except (RtxvizError, OSError) as exc:
-        print(f"rtxviz export: {exc}", file=sys.stderr)
-        return 1
+    except (RtxvizError, StoreError, OSError) as exc:
+        return fail("export", exc)
     print(f"rtxviz export: run {run_id} ({len(events)} events) -> {out}")
     return 0

@@ -23,6 +23,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import secrets
 import sys
 import threading
@@ -115,7 +116,23 @@ class _Step:
 
 _NULL_STEP = _Step(None, -1)
 
-_std_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False).encode
+# ensure_ascii=False: a lone surrogate stays a character (then replaced, below) instead of becoming a \\udcff
+# escape, which the server refuses as not strict JSON
+_std_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False,
+                               ensure_ascii=False).encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so that it encodes as UTF-8.
+
+    Python decodes an undecodable file name (``sys.argv[0]``, a path) into lone surrogates (PEP 383); sent as
+    they are, they make the batch invalid UTF-8, which the server refuses, and the run would be lost.
+
+    >>> valid_text("train\\udcff.py"), valid_text("plain")
+    ('train\\ufffd.py', 'plain')
+    """
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _default(obj: Any) -> Any:
@@ -128,9 +145,13 @@ def _default(obj: Any) -> Any:
 
 def _encode_std(ev: dict) -> bytes:
     try:
-        return _std_encode(ev).encode()
+        text = _std_encode(ev)
     except (ValueError, TypeError):  # NaN or an odd object slipped through: make it JSON-safe
-        return _std_encode(jsonable(ev, max_len=2000)).encode()
+        text = _std_encode(jsonable(ev, max_len=2000))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # lone surrogates (an undecodable file name): replaced, never the event lost
+        return valid_text(text).encode()
 
 
 if _orjson is not None:
@@ -144,10 +165,12 @@ if _orjson is not None:
 
         >>> encode_event({"v": 1, "kind": "x", "t": float("nan")})
         b'{"v":1,"kind":"x","t":null}'
+        >>> encode_event({"v": 1, "kind": "x", "t": 0.0, "file": "a\\udcff"})  # U+FFFD for the lone surrogate
+        b'{"v":1,"kind":"x","t":0.0,"file":"a\\xef\\xbf\\xbd"}'
         """
         try:
             return _dumps(ev, default=_default)
-        except TypeError:  # non-string keys, integers beyond 64 bits...
+        except TypeError:  # non-string keys, integers beyond 64 bits, lone surrogates...
             return _encode_std(ev)
 else:  # pragma: no cover - the stdlib fallback
     encode_event = _encode_std
@@ -166,7 +189,8 @@ class Run:
             raise ValueError(f"watch: max_queue and batch_size must be >= 1, got {max_queue}, {batch_size}")
         self.transport = transport
         self.id = run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-        self.name = (run_name or os.path.basename(sys.argv[0] or "") or "run")[:200]
+        # valid_text: a script name that is not valid UTF-8 would make every batch's URL unencodable
+        self.name = valid_text(run_name or os.path.basename(sys.argv[0] or "") or "run")[:200]
         self.sample_every = int(sample_every)
         self.meta = meta or {}
         self.batch_size, self.flush_interval, self.close_timeout = batch_size, flush_interval, close_timeout

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 import time
 import urllib.parse
@@ -23,8 +24,29 @@ import urllib.request
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+import orjson
+
 from ..engine.errors import RtxvizError
-from ..store import open_store
+from ..store import StoreError, open_store
+
+#: What a run id may be: the server's URLs take exactly these (``/api/runs/{id}``).
+RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if the server's API can address it, else RtxvizError saying what an id may be.
+
+    >>> check_run_id("import-1")
+    'import-1'
+    >>> check_run_id("../../etc")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rtxviz.engine.errors.RtxvizError: import: run id '../../etc' is not 1-64 letters, digits, '_' or '-' (...)
+    """
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise RtxvizError(f"import: run id {run_id!r} is not 1-64 letters, digits, '_' or '-' (the API addresses "
+                          "runs as /api/runs/{id})")
+    return run_id
 
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 
@@ -64,15 +86,18 @@ def write_jsonl(events: Iterable[dict], dest: str | IO[str]) -> int:
 
 
 def read_jsonl(path: str) -> Iterator[dict]:
-    """The events of a JSON-lines file (blank lines skipped); a bad line raises naming its number."""
-    with open(path, encoding="utf-8") as f:
+    """The events of a JSON-lines file (blank lines skipped); a bad line raises naming its number.
+
+    Each line is read as strict JSON (orjson: UTF-8, no NaN/Infinity, no lone surrogates), what the server
+    accepts, so an import never stores what a reader cannot read back."""
+    with open(path, "rb") as f:
         for i, line in enumerate(f, 1):
             line = line.strip()
             if not line:
                 continue
             try:
-                yield json.loads(line)
-            except ValueError as exc:
+                yield orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
                 raise RtxvizError(f"{path}:{i}: not a JSON event ({exc})") from None
 
 
@@ -90,8 +115,8 @@ def new_run_id(prefix: str = "import") -> str:
 def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | None = None,
                  batch: int = 5000, timeout: float = 30.0) -> str:
     """POST a JSON-lines run to a server's ingest endpoint in batches; returns the new run's id."""
+    run_id = check_run_id(run_id) if run_id is not None else new_run_id()
     events = list(read_jsonl(path))
-    run_id = run_id or new_run_id()
     name = _run_name(events, run_id)
     headers = {"Content-Type": "application/x-ndjson"}
     if token:
@@ -115,16 +140,23 @@ def import_jsonl_to_db(path: str, db: str, run_id: str | None = None) -> str:
     """Validate a JSON-lines run against the schema and append it to a server's SQLite file; returns its id."""
     from ..schema import validate_batch
 
+    run_id = check_run_id(run_id) if run_id is not None else new_run_id()
     events = list(read_jsonl(path))
     try:
         validate_batch(events)
     except ValueError as exc:
         raise RtxvizError(f"import: {path}: {exc}") from None
-    run_id = run_id or new_run_id()
-    store = open_store(db)
     try:
+        store = open_store(db)  # a server writing `db` holds it: StoreLocked says to use --url
+    except StoreError as exc:
+        raise RtxvizError(f"import: {exc}") from None
+    try:
+        if store.has_run(run_id):
+            raise RtxvizError(f"import: {db} already has a run {run_id!r}; pick another --run-id")
         store.append(run_id, _run_name(events, run_id),
                      [(e["kind"], e.get("step"), encode_event(e)) for e in events])
+    except StoreError as exc:  # full, or unwritable: nothing of the run was stored
+        raise RtxvizError(f"import: {exc}") from None
     finally:
         store.close()
     return run_id

@@ -16,7 +16,7 @@ import urllib.request
 from typing import Any
 
 from ..engine.errors import RtxvizError
-from ..store import RunStore, open_store
+from ..store import RunStore, StoreError, open_store
 
 PAGE = 10_000
 
@@ -34,7 +34,11 @@ def events_from_store(store: RunStore, run_id: str) -> list[dict]:
     after = 0
     while True:
         rows = store.events(run_id, after=after, limit=PAGE)
-        out.extend(json.loads(text) for _, text in rows)
+        for seq, text in rows:
+            try:
+                out.append(json.loads(text))
+            except ValueError as exc:  # only a database written before the server took strict JSON only
+                raise RtxvizError(f"run {run_id!r} event {seq} in {store.path} is not valid JSON ({exc})") from None
         if len(rows) < PAGE:
             return out
         after = rows[-1][0]
@@ -61,7 +65,10 @@ def events_from_db(path: str, run: str) -> tuple[str, list[dict]]:
     """(run id, events) from the server's SQLite file; `run` is an id, a unique name or "latest"."""
     if not os.path.exists(path):
         raise RunNotFound(f"no database at {path!r} (the server's --db, default ~/.rtxviz/runs.db)")
-    store = open_store(path)
+    try:  # read-only: reading beside a running server, which holds the writer's lock, is fine
+        store = open_store(path, read_only=True)
+    except StoreError as exc:
+        raise RtxvizError(str(exc)) from None
     try:
         run_id = resolve_run(store.list_runs(1000), run)
         return run_id, events_from_store(store, run_id)

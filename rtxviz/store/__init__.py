@@ -16,11 +16,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .base import RUN_FIELDS, EventRow, RunRecord, RunStore, StepRecord, StoredEvent, StoreFull
+from .base import (
+    RUN_FIELDS,
+    EventRow,
+    RunRecord,
+    RunStore,
+    StepRecord,
+    StoredEvent,
+    StoreError,
+    StoreFull,
+    StoreLocked,
+    StoreOpenError,
+    StoreUnavailable,
+)
 from .sqlite import SQLiteStore
 
-__all__ = ["RUN_FIELDS", "EventRow", "RunRecord", "RunStore", "SQLiteStore", "StepRecord", "StoreFull",
-           "StoredEvent", "default_db_path", "open_store"]
+__all__ = ["RUN_FIELDS", "EventRow", "RunRecord", "RunStore", "SQLiteStore", "StepRecord", "StoreError",
+           "StoreFull", "StoreLocked", "StoreOpenError", "StoreUnavailable", "StoredEvent", "default_db_path",
+           "open_store"]
 
 
 def default_db_path() -> str:
@@ -28,9 +41,13 @@ def default_db_path() -> str:
     return os.environ.get("RTXVIZ_DB") or str(Path.home() / ".rtxviz" / "runs.db")
 
 
-def open_store(db: str, max_runs: int = 1000, max_events_per_run: int = 20_000_000) -> RunStore:
+def open_store(db: str, max_runs: int = 1000, max_events_per_run: int = 20_000_000,
+               read_only: bool = False) -> RunStore:
     """The store behind a ``--db`` value: today always a SQLite file path (or ``":memory:"``).
 
-    `max_runs` and `max_events_per_run` bound it (`StoreFull` past them).
+    `max_runs` and `max_events_per_run` bound it (`StoreFull` past them). A writer (the server, ``rtxviz import
+    --db``) holds the database for itself: a second one gets `StoreLocked`. `read_only` opens it to read beside
+    a running server (export, render) and never writes it. `StoreOpenError` names the file and what to do when
+    it cannot be opened.
     """
-    return SQLiteStore(db, max_runs=max_runs, max_events_per_run=max_events_per_run)
+    return SQLiteStore(db, max_runs=max_runs, max_events_per_run=max_events_per_run, read_only=read_only)

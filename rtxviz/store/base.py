@@ -37,8 +37,25 @@ RUN_FIELDS: tuple[str, ...] = ("id", "name", "created", "updated", "status", "me
                                "last_step")
 
 
-class StoreFull(Exception):
-    """A bound on stored runs or events would be exceeded."""
+class StoreError(Exception):
+    """Something the store cannot do; the message names the database and what to do about it."""
+
+
+class StoreFull(StoreError):
+    """A bound on stored runs or events would be exceeded, or the disk is full (nothing of the batch is stored;
+    the same call succeeds once there is room). The server answers 507."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be used now: corrupt, an I/O error, made read-only, busy. The server answers 503."""
+
+
+class StoreOpenError(StoreError):
+    """The database cannot be opened: unreadable, not SQLite, corrupt, read-only. Raised at start."""
+
+
+class StoreLocked(StoreOpenError):
+    """Another process writes this database (one writer at a time: sequence numbers are kept in memory)."""
 
 
 @runtime_checkable
@@ -65,7 +82,8 @@ class RunStore(Protocol):
         with `meta`; a ``run_start`` event sets the name and meta, ``run_end`` the status ("ok" or "error"), any
         event with a step the run's ``last_step``. `dropped` is the emitter's running total of dropped events
         (the run keeps the maximum). Raises `StoreFull` when a new run would exceed the store's bound on runs or
-        the run its bound on events (nothing is stored then).
+        the run its bound on events, or the disk is full (nothing is stored then); `StoreUnavailable` when the
+        database cannot be written (corrupt, I/O error).
         """
         ...
 

@@ -3,7 +3,15 @@
 Events are stored as the JSON text the server will send (with ``seq`` already in it), so streaming from the store
 never re-encodes. `append` assigns each run's sequence numbers and commits before returning: whatever the ingest
 endpoint acknowledged survives a restart. One process owns the sequence counters (they are kept in memory beside
-the file), so one server writes a file at a time.
+the file), so one process writes a file at a time: a writer holds an advisory lock on ``<file>.lock`` (flock, so
+the kernel releases it when the process dies, even by kill -9), and a second writer is refused at start with
+`StoreLocked`, naming the holder. Readers (``read_only=True``: export, render) need no lock and may read while the
+server writes (WAL).
+
+Failures come out as the `StoreError`s of base.py, each naming the file and what to do: `StoreOpenError` at start
+(unreadable, not SQLite, corrupt: the writer runs ``PRAGMA quick_check`` on opening), `StoreFull` for a full disk
+(the batch is rolled back and the next one succeeds once there is room), `StoreUnavailable` for corruption found
+while running (after which writes are refused too) or an I/O error.
 
 >>> s = SQLiteStore(":memory:")
 >>> s.append("r1", "demo", [("step_begin", 0, '{"v":1,"kind":"step_begin","t":0,"step":0}')], dropped=0)
@@ -20,12 +28,30 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
-from .base import RUN_FIELDS, EventRow, RunRecord, StepRecord, StoredEvent, StoreFull
+from .base import (
+    RUN_FIELDS,
+    EventRow,
+    RunRecord,
+    StepRecord,
+    StoredEvent,
+    StoreError,
+    StoreFull,
+    StoreLocked,
+    StoreOpenError,
+    StoreUnavailable,
+)
+
+try:  # POSIX; elsewhere a second writer is not detected (documented in docs/server.md)
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -42,6 +68,53 @@ CREATE INDEX IF NOT EXISTS events_kind ON events (run_id, kind, seq);
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
+# SQLite's primary result codes (the low byte of sqlite3.Error.sqlite_errorcode)
+_READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 10, 11, 13, 14, 26
+_BUSY, _LOCKED = 5, 6
+
+
+def _code(exc: sqlite3.Error) -> int:
+    return int(getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+
+
+def _advice(path: str, exc: BaseException, reading: bool = False) -> str:
+    """What to do about a database that cannot be opened, by what went wrong (and whether it was to read it)."""
+    code = _code(exc) if isinstance(exc, sqlite3.Error) else 0
+    text = str(exc)
+    damaged = code in (_CORRUPT, _NOTADB) or "malformed" in text or "not a database" in text
+    if damaged and reading:
+        hint = ""
+        if path.endswith((".jsonl", ".json", ".ndjson")):
+            hint = (f" ({path} looks like a JSON-lines run: load it with `rtxviz import {path} --db runs.db`, then "
+                    "read runs.db)")
+        return (f"{path} is not a readable SQLite database ({text}); --db takes the server's runs database "
+                f"(default ~/.rtxviz/runs.db){hint}")
+    if damaged:
+        return (f"{path} is not a readable SQLite database ({text}): it is damaged or another kind of file. Move "
+                f"it aside (mv {path} {path}.damaged) to start with an empty one, or pass --db with another file")
+    if code == _READONLY or "readonly" in text:
+        return (f"cannot write the runs database {path} ({text}): the server writes it. Make it and its folder "
+                f"writable (chmod u+w), or pass --db with another file")
+    return (f"cannot open the runs database {path} ({text}). Check that the file and its folder exist and are "
+            f"readable and writable by this user (ls -l {path}), or pass --db with another file")
+
+
+def _runtime_error(path: str, exc: sqlite3.Error) -> StoreError | None:
+    """The StoreError for a failure while running, or None for a programming error (left to surface as it is)."""
+    code = _code(exc)
+    if code == _FULL:
+        return StoreFull(f"the disk holding {path} is full ({exc}); nothing of this batch was stored. Free some "
+                         "space (or delete runs) and send again: the server goes on by itself once there is room")
+    if code in (_CORRUPT, _NOTADB):
+        return StoreUnavailable(f"the runs database {path} is damaged ({exc}); stop the server, move the file "
+                                "aside and start again (or pass --db with another file)")
+    if code in (_IOERR, _READONLY, _CANTOPEN):
+        return StoreUnavailable(f"cannot write the runs database {path} ({exc}); check the disk and the file's "
+                                "permissions")
+    if code in (_BUSY, _LOCKED):
+        return StoreUnavailable(f"the runs database {path} is busy ({exc}); send again")
+    return None
+
 
 class SQLiteStore:
     """Runs and events in one SQLite file (or ``:memory:``). Thread-safe; writes are serialised.
@@ -49,26 +122,73 @@ class SQLiteStore:
     `max_runs` and `max_events_per_run` bound the store (`StoreFull` past them). The file's folder is created.
     """
 
-    def __init__(self, path: str, max_runs: int = 1000, max_events_per_run: int = 20_000_000) -> None:
+    def __init__(self, path: str, max_runs: int = 1000, max_events_per_run: int = 20_000_000,
+                 read_only: bool = False) -> None:
         self.path = path
         self.max_runs, self.max_events_per_run = max_runs, max_events_per_run
-        if path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._w = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._w.execute("PRAGMA journal_mode=WAL")
-        self._w.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
-        self._w.executescript(_SCHEMA)
-        # one reader connection beside the writer (WAL lets it read while the writer commits); an in-memory
-        # database exists only on its own connection, so there the writer reads too
-        self._r = self._w if path == ":memory:" else sqlite3.connect(path, check_same_thread=False)
+        self.read_only = read_only
+        self._broken: str | None = None  # set when corruption is found while running: writes are refused then
+        self._lock_file: IO[str] | None = None
+        memory = path == ":memory:"
+        if not memory and not read_only:
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            except OSError as exc:
+                raise StoreOpenError(_advice(path, exc)) from None
+            self._lock_file = _hold_writer_lock(path)
+        try:
+            self._open(path, memory, read_only)
+        except sqlite3.Error as exc:
+            self._release_lock()
+            raise StoreOpenError(_advice(path, exc, reading=read_only)) from None
         self._wlock = threading.Lock()
         self._rlock = self._wlock if self._r is self._w else threading.Lock()
+
+    def _open(self, path: str, memory: bool, read_only: bool) -> None:
+        if read_only:
+            uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+            self._w = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+            self._r = self._w
+        else:
+            self._w = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._w.execute("PRAGMA journal_mode=WAL")
+            self._w.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process crashes
+            if not memory:
+                # a file damaged in the middle opens fine and fails later, page by page: find out now (this reads
+                # the whole file once)
+                problems = [row[0] for row in self._w.execute("PRAGMA quick_check(5)")]
+                if problems != ["ok"]:
+                    raise sqlite3.DatabaseError(f"database disk image is malformed: {'; '.join(problems)}")
+            self._w.executescript(_SCHEMA)
+            # one reader connection beside the writer (WAL lets it read while the writer commits); an in-memory
+            # database exists only on its own connection, so there the writer reads too
+            self._r = self._w if memory else sqlite3.connect(path, check_same_thread=False)
         self._next: dict[str, int] = {}
         self._runs: set[str] = set()
         for run_id, n in self._w.execute("SELECT id, (SELECT COALESCE(MAX(seq), 0) FROM events e "
                                          "WHERE e.run_id = runs.id) FROM runs"):
             self._next[run_id] = n + 1
             self._runs.add(run_id)
+
+    def _release_lock(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()  # closing the descriptor releases the flock
+            self._lock_file = None
+
+    def _failed(self, exc: sqlite3.Error) -> BaseException:
+        """The StoreError to raise for `exc` (remembering corruption), or `exc` itself."""
+        err = _runtime_error(self.path, exc)
+        if err is None:
+            return exc
+        if _code(exc) in (_CORRUPT, _NOTADB):
+            self._broken = str(err)
+        return err
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreUnavailable(f"{self.path} was opened read-only")
+        if self._broken is not None:
+            raise StoreUnavailable(self._broken)
 
     # -- writing ---------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow],
@@ -80,6 +200,7 @@ class SQLiteStore:
         """
         now = time.time()
         with self._wlock:
+            self._check_writable()
             first = self._next.get(run_id)
             if first is None:
                 if len(self._runs) >= self.max_runs:
@@ -119,8 +240,12 @@ class SQLiteStore:
                      None if run_name is None else run_name[:256],
                      None if run_meta is None else json.dumps(run_meta), run_id))
                 cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
+            except BaseException as exc:
+                # SQLite may have rolled back itself (a full disk does): a second ROLLBACK would hide the cause
+                if cur.in_transaction:
+                    cur.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failed(exc) from exc
                 raise
             self._runs.add(run_id)
             self._next[run_id] = first + len(rows)
@@ -131,10 +256,16 @@ class SQLiteStore:
         with self._wlock:
             if run_id not in self._runs:
                 return False
-            self._w.execute("BEGIN")
-            self._w.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
-            self._w.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-            self._w.execute("COMMIT")
+            self._check_writable()
+            try:
+                self._w.execute("BEGIN")
+                self._w.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+                self._w.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+                self._w.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._w.in_transaction:
+                    self._w.execute("ROLLBACK")
+                raise self._failed(exc) from exc
             self._runs.discard(run_id)
             self._next.pop(run_id, None)
             return True
@@ -150,7 +281,10 @@ class SQLiteStore:
 
     def _query(self, sql: str, args: Sequence[Any]) -> list[Any]:
         with self._rlock:
-            return self._r.execute(sql, args).fetchall()
+            try:
+                return self._r.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from exc
 
     @staticmethod
     def _run_row(row: tuple[Any, ...]) -> RunRecord:
@@ -193,8 +327,36 @@ class SQLiteStore:
         return [{"step": s, "seq": seq, "sampled": json.loads(b).get("sampled", True)} for seq, s, b in rows]
 
     def close(self) -> None:
-        """Close both connections."""
+        """Close both connections and let another writer have the file."""
         with self._wlock:
             if self._r is not self._w:
                 self._r.close()
             self._w.close()
+            self._release_lock()
+
+
+def _hold_writer_lock(path: str) -> IO[str] | None:
+    """Take the writer's lock on ``<path>.lock`` (kept open while the store is), or raise StoreLocked naming the
+    process that holds it."""
+    if fcntl is None:  # pragma: no cover
+        return None
+    lock_path = path + ".lock"
+    try:
+        f = open(lock_path, "a+", encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise StoreOpenError(_advice(path, exc)) from None
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise StoreLocked(
+            f"{path} is being written by {holder}; one process writes a runs database at a time. Use that "
+            f"server (its --url: rtxviz import/export --url http://127.0.0.1:PORT), stop it first, or pass --db "
+            f"with another file (reading it with rtxviz export/render --db is fine meanwhile)") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:200] or 'python'})\n")
+    f.flush()
+    return f

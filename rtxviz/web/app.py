@@ -17,14 +17,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 
 from .._version import __version__
-from ..store import default_db_path, open_store
+from ..store import StoreFull, StoreUnavailable, default_db_path, open_store
 from .deps import Settings, require_token
 from .hub import Hub
 from .routers import ingest, runs, ws
@@ -66,7 +66,11 @@ class HostCheck:
 def create_app(db: str | None = None, settings: Settings | None = None, static_dir: str | Path | None = None,
                **options: Any) -> FastAPI:
     """Build the server app. `db`: SQLite path (``":memory:"`` for a throwaway store); `settings` or keyword
-    options (token=..., max_body_bytes=..., see `Settings`)."""
+    options (token=..., max_body_bytes=..., see `Settings`). Raises `rtxviz.store.StoreOpenError` (naming the file
+    and what to do) when the database cannot be opened, `StoreLocked` when another process writes it.
+
+    Store failures while serving are answered with their reason: 507 when full (a bound, or the disk), 503 when
+    the database cannot be used (damaged, I/O error)."""
     s = settings or Settings(**options)
     store = open_store(db or default_db_path())
 
@@ -79,6 +83,15 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     app.state.settings = s
     app.state.store = store
     app.state.hub = Hub(store, max_clients=s.max_clients, queue_batches=s.client_queue_batches)
+
+    @app.exception_handler(StoreFull)
+    async def store_full(request: Request, exc: StoreFull) -> JSONResponse:
+        # 507 Insufficient Storage: a bound, or the disk; the same request succeeds once there is room
+        return JSONResponse({"detail": str(exc)}, status_code=507)
+
+    @app.exception_handler(StoreUnavailable)
+    async def store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
 
     auth = [Depends(require_token)]
     app.include_router(ingest.router, prefix="/api", dependencies=auth)

@@ -119,9 +119,13 @@ class Hub:
         try:
             await _drain_incoming(client.ws, send_task)
         finally:
+            stopped_by_itself = send_task.done()
             send_task.cancel()
-        if send_task.done() and not send_task.cancelled():
-            exc = send_task.exception()
+            # a send interrupted by the cancel can still end in an exception (the peer is gone): take it when the
+            # task ends, or asyncio logs "Task exception was never retrieved" when the task is collected
+            send_task.add_done_callback(_take_outcome)
+        if stopped_by_itself:
+            exc = send_task.exception() if not send_task.cancelled() else None
             if exc is not None and not isinstance(exc, WebSocketDisconnect | ConnectionError | TimeoutError):
                 log.warning("rtxviz hub: client failed: %r", exc)
             try:  # the sender gave up (too slow, or failed): tell the peer
@@ -130,8 +134,12 @@ class Hub:
                 pass
 
     async def _send(self, client: _Client, text: str) -> None:
-        # a peer that reads nothing for send_timeout seconds is cut off rather than held forever
-        await asyncio.wait_for(client.ws.send_text(text), self.send_timeout)
+        # a peer that reads nothing for send_timeout seconds is cut off rather than held forever. asyncio.timeout,
+        # not wait_for: wait_for runs the send as a task of its own, and when it is cancelled it waits for that task
+        # without taking its exception (a send interrupted because the peer left), which asyncio then logs as
+        # "Task exception was never retrieved"
+        async with asyncio.timeout(self.send_timeout):
+            await client.ws.send_text(text)
 
     async def _send_events(self, client: _Client) -> None:
         run_id = client.run_id
@@ -157,8 +165,10 @@ class Hub:
 
     async def _replay(self, client: _Client, head: str, upto: int | None) -> None:
         """Send events from the store, from client.next_seq up to `upto` (None: everything stored now)."""
-        store, run_id = self.store, client.run_id
-        assert run_id is not None  # only a client that follows one run is replayed
+        store = self.store
+        run_id = client.run_id
+        if run_id is None:  # a lobby client: it has no events to replay
+            return
         while True:
             rows = await asyncio.to_thread(store.events, run_id, client.next_seq - 1, self.replay_chunk,
                                            None, None, upto)
@@ -174,6 +184,11 @@ class Hub:
         while True:
             _, text, _ = await client.queue.get()
             await self._send(client, text)
+
+
+def _take_outcome(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _offer(client: _Client, item: Any) -> None:
@@ -200,3 +215,4 @@ async def _drain_incoming(ws: WebSocket, sender: asyncio.Future) -> None:
             receive = asyncio.ensure_future(ws.receive())
     finally:
         receive.cancel()
+        receive.add_done_callback(_take_outcome)

@@ -181,3 +181,10 @@ def test_good_input_of_every_shape_reads_back_strictly(client):
                                                           {"step": 1, "seq": 4, "sampled": False}]
     run = client.get("/api/runs/good").json()
     assert run["dropped"] == 2 and run["name"] == "named"  # the latest batch names the run
+
+
+@pytest.mark.parametrize("kind", ["[]", "{}", '["node"]', "null", "3"])
+def test_a_kind_that_is_not_a_string_is_a_422(client, kind):
+    # found by test_fuzz.py: a list or dict kind was looked up in a set of kinds and raised TypeError (500)
+    line = f'{{"v": 1, "kind": {kind}, "t": 1.0, "step": 0}}'
+    assert_refused(client, post(client, "bad", line), 422, "event 0", "kind")

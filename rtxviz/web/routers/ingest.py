@@ -7,7 +7,7 @@ Two body formats:
 
 Answers 200 ``{"run_id", "first_seq", "count"}`` once committed; 413 for a body, line or batch over the bounds;
 422 naming the first bad event (the whole batch is refused); 415 for another content type; 507 when the store
-is full.
+is full (a bound, or the disk: the same batch succeeds once there is room); 503 when the database cannot be written.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...schema import MAX_NAME, EventError, validate_batch
-from ...store import EventRow, RunStore, StoreFull
+from ...store import EventRow, RunStore
 from ..deps import HubDep, Settings, SettingsDep, StoreDep
 
 router = APIRouter(tags=["ingest"])
@@ -159,10 +159,7 @@ def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped
     new_run = not store.has_run(run_id)
     if not events and not new_run:
         return store.last_seq(run_id) + 1, [], False
-    try:
-        first, texts = store.append(run_id, name, events, dropped=dropped)
-    except StoreFull as exc:
-        raise HTTPException(507, str(exc)) from None
+    first, texts = store.append(run_id, name, events, dropped=dropped)  # StoreFull: 507, StoreUnavailable: 503
     lifecycle = new_run or any(k in ("run_start", "run_end", "dropped") for k, _, _ in events)
     return first, texts, lifecycle
 
