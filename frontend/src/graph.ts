@@ -78,6 +78,13 @@ export class GraphPane {
     return v;
   }
 
+  /** The line the canvas shows when it has nothing to draw (null hides it). */
+  note(text: string | null): void {
+    const el = $("#graph-note");
+    el.hidden = text === null;
+    el.textContent = text ?? "";
+  }
+
   /** Draw the visible items again where they are (the selection or the positions changed). */
   redraw(): void {
     const g = this.hooks.graph();

@@ -47,9 +47,11 @@ renderLegend($("#legend"));
 function draw(): void {
   const g = history.graph;
   if (!g) return;
+  pane.view.replayed = history.replayed !== null;
   const v = pane.draw(g, history.ghost(), inspector.selected);
-  header.render(history.model!, v, g, history.live, pane.choices.budget);
-  history.renderPicker(g);
+  header.render(history.model!, v, g, history.live, pane.choices.budget, history.replayed);
+  pane.note(history.emptyNote(g, v.items.size));
+  history.renderPicker(g, EMBEDDED);
   history.render();
   if (inspector.selected) inspector.render();
   teach.render(g);

@@ -76,7 +76,7 @@ export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGr
     const ops = new Map<string, number>();
     for (const m of it.members) ops.set(m.op, (ops.get(m.op) ?? 0) + 1);
     el.append(row("ops", [...ops].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([o, c]) => `${o}×${c}`).join(", ")));
-    el.append(statsBlock(grad, "largest gradient inside", "grad"));
+    el.append(statsBlock(grad, "most alarming gradient inside", "grad"));
     const btn = h("button", { class: "toggle", type: "button" }, it.type === "fold" ? "Unfold blocks" : "Expand group");
     btn.addEventListener("click", () => onToggle(it));
     el.append(btn);

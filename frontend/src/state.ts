@@ -401,6 +401,10 @@ export class RunModel {
   readonly order: string[] = [];
   /** Every step number seen (small: numbers only), for the step picker. */
   readonly allSteps: (number | null)[] = [];
+  /** Steps the emitter did not record (`sample_every`): their step_begin said `sampled: false`. */
+  readonly unsampled = new Set<number>();
+  /** The run records every k-th step (run_start's sample_every). */
+  sampleEvery = 1;
   readonly totals: CacheCounters = { hits: 0, misses: 0, evictions: 0, last: null };
   lastCache: CacheEvent | null = null;
   lastSeq = 0;
@@ -423,7 +427,11 @@ export class RunModel {
       }
       case "run_start":
         this.name = str(core.name) ?? this.name;
+        this.sampleEvery = num(core.sample_every) ?? 1;
         return null;
+      case "step_begin":
+        if (core.sampled === false && typeof core.step === "number") this.unsampled.add(core.step);
+        break;
       case "run_end":
         this.ended = true;
         return null;
@@ -480,6 +488,17 @@ export class RunModel {
     return null;
   }
 
+  /** For a step that replayed a cached graph and so recorded no nodes: the nearest earlier step held here whose
+   * graph was recorded (the capture the replay runs). Null when the step has nodes, had no hit, or none is held. */
+  replaySource(key: string): StepRecord | null {
+    const rec = this.steps.get(key);
+    if (!rec || rec.graph.nodes.size || !rec.graph.cache.hits) return null;
+    const held = this.order.map((k) => this.steps.get(k)!).filter((r) => r.graph.nodes.size &&
+      r.step !== null && rec.step !== null && r.step < rec.step);
+    held.sort((a, b) => (b.step ?? 0) - (a.step ?? 0));
+    return held[0] ?? null;
+  }
+
   record(key: string): StepRecord | undefined {
     return this.steps.get(key);
   }
@@ -515,11 +534,16 @@ export class RunModel {
 /** The banner over the graph after a graph-cache event: what was cached and where (an evaluation under no_grad
  * runs outside the training steps, so its hit is not "this step"). */
 export function cacheBadgeText(ev: CacheEvent | null, last: string | null, shownStep: number | null): string {
-  const fn = ev ? (ev.fn ?? ev.key ?? "").split("(")[0].split(".").pop() || "a function" : null;
+  // the name with its signature ("Model.forward([32, 64] float32)"): cut at "(" it no longer says for which input
+  // shapes; only the enclosing function of a local one goes ("train.<locals>.evaluate" is "evaluate")
+  const full = ev ? ev.fn ?? ev.key ?? "" : "";
+  const at = full.lastIndexOf("<locals>.");
+  const name = at >= 0 ? full.slice(at + "<locals>.".length) : full;
+  const fn = ev ? (name ? (name.includes("(") ? name : `${name}()`) : "a function()") : null;
   const where = ev && ev.step !== null && ev.step === shownStep ? "in this step" : ev && ev.step !== null ? `in step ${ev.step}` : "outside the training steps";
   const ops = ev?.ops ? `, ${ev.ops} ops` : "";
-  if (last === "hit") return fn ? `↻ graph cache hit: ${fn}() replayed its cached graph${ops} ${where}, nothing re-recorded` :
+  if (last === "hit") return fn ? `↻ graph cache hit: ${fn} replayed its cached graph${ops} ${where}, nothing re-recorded` :
     "↻ graph cache hit: the cached graph was replayed";
-  if (last === "miss") return fn ? `● graph cache miss: ${fn}() ran and its graph was recorded ${where}` : "● graph cache miss: graph recorded";
+  if (last === "miss") return fn ? `● graph cache miss: ${fn} ran and its graph was recorded ${where}` : "● graph cache miss: graph recorded";
   return "";
 }

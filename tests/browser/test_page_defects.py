@@ -166,3 +166,115 @@ def test_anomaly_error_ends_backward(page, server):
     assert "running" not in page.locator("#counts").text_content()
     # the NaN/Inf it sent is marked on sqrt (the hook saw it before detect_anomaly raised)
     assert "anomaly" in page.locator("g.vnode[data-key='|sqrt|1']").get_attribute("class").split()
+
+
+def _box(page, sel: str) -> list:
+    return page.evaluate("s => { const b = document.querySelector(s).getBoundingClientRect();"
+                         " return [b.left, b.top, b.right, b.bottom]; }", sel)
+
+
+def test_a_cache_hit_step_shows_the_replayed_graph_and_the_banner_covers_nothing(page, server):
+    # defect 4: picking the hit step (it records no nodes: the replay builds none) showed an empty canvas
+    events = known_graph()
+    hit = next(e for e in events if e["kind"] == "graph_cache" and e["action"] == "hit")
+    hit["key"] = "Trainer.step.<locals>.mlp([2, 3] float32)"
+    post_events(server, "cache", events)
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="10"]')
+    banner = page.locator("#graph-badge")
+    assert "mlp([2, 3] float32) replayed" in banner.text_content()  # not cut at "("
+    page.select_option("#step-select", "1")
+    page.wait_for_function("document.querySelectorAll('g.vnode.replayed').length === 10")
+    assert "step 1 replayed the graph recorded in step 0" in banner.text_content()
+    assert "replayed" in page.locator("#counts").text_content()
+    bb = _box(page, "#graph-badge")
+    badges = page.evaluate("() => [...document.querySelectorAll('rect.badge')].map(r => { const b ="
+                           " r.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })")
+    assert badges
+    assert [b for b in badges if b[0] < bb[2] and bb[0] < b[2] and b[1] < bb[3] and bb[1] < b[3]] == []
+
+
+def vanishing_bias_graph(n_ok: int = 8, n_vanishing: int = 6) -> list[dict]:
+    """A module `model.k` whose ops mostly get healthy gradients but whose bias adds get vanishing ones."""
+    out = [ev("run_start", None, name="vanishing-bias"), ev("step_begin", 0),
+           ev("leaf", 0, id=1, name="x", shape=[4], dtype="float32", device="cpu", requires_grad=False)]
+    prev = {"leaf": 1}
+    grads = []
+    for i in range(1, n_ok + n_vanishing + 1):
+        vanish = i > n_ok
+        out.append(ev("node", 0, id=i, op="add" if vanish else "tanh", inputs=[prev], shape=[4], dtype="float32",
+                      device="cpu", module=f"model.k.{i}", rule="r", saved_bytes=16))
+        grads.append(ev("grad", 0, node=i, output={"shape": [4], "norm": 1e-9 if vanish else 2.0, "min": 0.0,
+                                                        "max": 0.0}, inputs=[None]))
+        prev = {"node": i}
+    out.append(ev("node", 0, id=99, op="sum", inputs=[prev], shape=[], dtype="float32", device="cpu", module=None,
+                  rule="r", saved_bytes=0))
+    out.append(ev("backward_begin", 0, roots=[{"node": 99}]))
+    out += reversed(grads)
+    out += [ev("backward_end", 0), ev("step_end", 0)]
+    return out
+
+
+def test_a_collapsed_group_shows_its_vanishing_gradients_and_alerts_list_them(page, server):
+    # defect 5: a group showed its largest gradient, hiding its vanishing ones; Alerts only listed NaN/Inf
+    post_events(server, "vb", vanishing_bias_graph())
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="16"]')
+    page.click("#collapse-btn")
+    group = page.locator("g.vnode[data-vid='G:model']")
+    group.wait_for()
+    assert group.get_attribute("data-grad-class") == "vanishing"
+    assert group.locator("text.badge-text").text_content() == "6 vanishing"
+    alerts = page.locator("#alerts").text_content()
+    assert "6 vanishing gradients" in alerts and "model.k.9" in alerts
+
+
+def test_the_edge_out_of_a_checkpoint_leaves_beside_its_recomputed_column(page, server):
+    # defect 6: the checkpoint node's edge to the next op ran under the recomputed column, as if the last
+    # recomputed node fed the next layer: it goes straight down, left of the column, to below the segment
+    post_events(server, "known", known_graph())
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="10"]')
+    page.wait_for_function("document.body.dataset.layoutItems === '10'")
+    r = page.evaluate("""() => {
+      const pos = {};
+      for (const n of document.querySelectorAll('g.vnode')) {
+        const m = /translate\\(([-\\d.e]+),([-\\d.e]+)\\)/.exec(n.getAttribute('transform'));
+        pos[n.dataset.vid] = [+m[1], +m[2]];
+      }
+      const e = [...document.querySelectorAll('path.edge')].find(e => e.dataset.from === 'model.block|checkpoint|1');
+      const pts = [];
+      for (let i = 0; i <= 60; i++) { const p = e.getPointAtLength(e.getTotalLength() * i / 60); pts.push([p.x, p.y]); }
+      return { pos, pts };
+    }""")
+    ck_x = r["pos"]["model.block|checkpoint|1"][0] + 75
+    mul_bottom = r["pos"]["rc1:model.block|mul|1"][1] + 44
+    column_left = r["pos"]["rc1:model.block|mul|1"][0]
+    assert [p for p in r["pts"] if p[1] <= mul_bottom and abs(p[0] - ck_x) > 1] == []
+    assert all(p[0] < column_left for p in r["pts"])
+
+
+def test_unsampled_steps_are_marked_in_the_picker_and_an_empty_step_says_why(page, server):
+    # defect 7: with sample_every=3 the picker listed steps 1 and 2 like the others; picking one drew nothing
+    from .engine_runs import recorded, var
+
+    def body(run):
+        w = var([0.5, -0.5], "w")
+        for i in range(4):
+            with run.step(i):
+                (w * w).sum().backward()
+
+    post_events(server, "sampled", recorded("sampled", body, sample_every=3))
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="3"]')
+    opts = page.evaluate("() => [...document.querySelectorAll('#step-select option')].map(o => [o.value,"
+                         " o.textContent, o.disabled])")
+    by = {v: (t, d) for v, t, d in opts}
+    assert by["1"] == ("step 1 · not sampled", True) and by["2"] == ("step 2 · not sampled", True)
+    assert by["3"] == ("step 3", False) and by["0"] == ("step 0", False)
+    page.evaluate("() => { const s = document.querySelector('#step-select'); s.value = '2';"
+                  " s.dispatchEvent(new Event('change')); }")
+    note = page.locator("#graph-note")
+    note.wait_for()
+    assert note.text_content() == "step 2 was not sampled: the run records the graph of every 3rd step"
+    assert page.evaluate("document.querySelectorAll('g.vnode').length") == 0
