@@ -117,7 +117,7 @@ export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGr
   }
   const vals = valuesBlock(n.values, n.shape, "values node-values");
   el.append(h("div", { class: "stats-title" }, "value"), vals ?? h("div", { class: "muted" }, "values not sent (tensor larger than the emitter's limit)"));
-  el.append(statsBlock(n.grad, `gradient ${gradText(n.grad)}`, "grad"));
+  el.append(statsBlock(n.grad, `gradient: ${gradText(n.grad)}`, "grad"));
   if (n.inGrads) n.inGrads.forEach((g, i) => el.append(g ? statsBlock(g, `sent to input ${i}`, "in-grad") :
     h("div", { class: "stats in-grad" }, h("div", { class: "stats-title" }, `sent to input ${i}`), h("div", { class: "muted" }, "nothing: this input needs no gradient"))));
 }
@@ -147,7 +147,12 @@ export function renderLegend(el: HTMLElement): void {
   el.append(h("div", { class: "legend-items checkpoint" },
     sw("k-segment", "#fde68a", "checkpoint segment (activations dropped in forward)"),
     sw("k-recompute", "#fef9c3", "↻ op recomputed in backward"),
+    sw("k-recomputing-seg", "#fb923c", "segment recomputing (backward is re-running it)"),
     sw("k-recomputed-seg", "#bbf7d0", "segment recomputed")));
+  el.append(h("div", { class: "legend-items marks" },
+    sw("k-origin", "#fee2e2", "first NaN/Inf (where it started)"),
+    sw("k-error", ERROR_COLOUR, "backward raised here (error)"),
+    sw("k-replayed", "#ffffff", "replayed from the graph cache", "#15803d")));
 }
 
 /** Teaching mode: one backward node, its rule, the gradient it received and what it sent to each input. */

@@ -40,6 +40,11 @@ export interface GNode {
   origin: boolean; // the first NaN/Inf producer
   /** The backward that raised here (an in-place write to a saved tensor, AnomalyError): its message. */
   error: string | null;
+  /** The gradients that arrived at this value from its consumers' backward, in order (where a value fans out,
+   * its gradient is their sum): which consumer (key), through which of its inputs, and what. */
+  arrivals: { from: string; index: number; stats: Stats }[];
+  /** A leaf's `grad` is its one arrival so far, not yet the leaf_grad the engine sends at the end of backward. */
+  provisional: boolean;
   seq: number;
 }
 
@@ -176,6 +181,7 @@ export class StepGraph {
         const n = key ? this.nodes.get(key) : undefined;
         if (!n) return false;
         n.grad = ev.stats ?? null;
+        n.provisional = false;
         if (n.gradOrder < 0) n.gradOrder = this.gradSteps.length;
         return true;
       }
@@ -271,7 +277,7 @@ export class StepGraph {
       device: info?.device ?? "?", module: null, group, rule: null, attrs: null, savedBytes: null,
       values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null,
       gradOrder: -1, segment: null, recomputed: false, anchor: null, isRoot: false, anomaly: null, origin: false, error: null,
-      seq: -1,
+      arrivals: [], provisional: false, seq: -1,
     };
     this.byLeafId.set(leafId, key);
     this.nodes.set(key, n);
@@ -320,7 +326,7 @@ export class StepGraph {
         (ev.attrs && typeof ev.attrs === "object" ? ev.attrs : null) as Record<string, unknown> | null,
       savedBytes: num(ev.saved_bytes), values: arr<number | null>(ev.values), requiresGrad: true, grad: null,
       inGrads: null, gradOrder: -1, segment, recomputed: !!rc, anchor, isRoot: false, anomaly: null, origin: false,
-      error: null, seq: num(ev.seq) ?? -1,
+      error: null, arrivals: [], provisional: false, seq: num(ev.seq) ?? -1,
     };
     this.byNodeId.set(id, key);
     this.nodes.set(key, n);
@@ -334,6 +340,17 @@ export class StepGraph {
     n.grad = ev.output ?? null;
     n.inGrads = arr(ev.inputs);
     n.gradOrder = this.gradSteps.length;
+    (n.inGrads ?? []).forEach((st, i) => {
+      const src = st ? this.nodes.get(n.inputs[i] ?? "") : undefined;
+      if (!src || !st) return;
+      src.arrivals.push({ from: key, index: i, stats: st });
+      // a leaf hears of its gradient only at the end of backward (leaf_grad): until then its one arrival is it,
+      // so stepping through backward does not show a coloured edge into a leaf that says "not computed"
+      if (src.kind !== "op" && (src.grad === null || src.provisional)) {
+        src.grad = src.arrivals.length === 1 ? st : null;
+        src.provisional = src.grad !== null;
+      }
+    });
     this.gradSteps.push({ key, index: this.applied - 1 });
     return true;
   }

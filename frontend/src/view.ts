@@ -310,7 +310,7 @@ export class GraphView {
       lab.setAttribute("y", String(r.label.y));
       lab.dataset.segment = String(r.ordinal);
       lab.setAttribute("class", `segment-label state-${seg.state}`);
-      lab.textContent = `checkpoint #${seg.ordinal} · ${seg.name} · ${segmentLabel(seg)}`;
+      lab.textContent = `checkpoint #${seg.ordinal} · ${segmentName(seg.name)} · ${segmentLabel(seg)}`;
     }
     for (const [o, el] of this.segs) if (!keep.has(o)) { el.remove(); this.segs.delete(o); }
     for (const [o, el] of this.segLabels) if (!keep.has(o)) { el.remove(); this.segLabels.delete(o); }
@@ -319,6 +319,13 @@ export class GraphView {
   nodeCount(): number {
     return this.nodes.size;
   }
+}
+
+/** A segment's name as a reader takes it: checkpoint_sequential names its segments "layers[2]", which reads like
+ * an index; it means a segment of 2 layers. */
+export function segmentName(name: string): string {
+  const m = /^layers\[(\d+)\]$/.exec(name);
+  return m ? `${m[1]} layer${m[1] === "1" ? "" : "s"}` : name;
 }
 
 /** What a segment's shading says about it, by state. */

@@ -278,3 +278,63 @@ def test_unsampled_steps_are_marked_in_the_picker_and_an_empty_step_says_why(pag
     note.wait_for()
     assert note.text_content() == "step 2 was not sampled: the run records the graph of every 3rd step"
     assert page.evaluate("document.querySelectorAll('g.vnode').length") == 0
+
+
+def _key_attr(page, key: str, attr: str):
+    return page.evaluate("([k, a]) => { const e = [...document.querySelectorAll('g.vnode')]"
+                         ".find(n => n.dataset.key === k); return e ? e.getAttribute(a) : null; }", [key, attr])
+
+
+def test_smaller_defects_labels_legend_and_picker(page, server):
+    # defect 9: "layers[2]" read like an index; "gradient grad: not computed yet"; "newest (live)" while
+    # scrubbing; no legend entry for the origin fill or the recomputing state
+    events = known_graph()
+    for e in events:
+        if e["kind"] == "checkpoint" and e.get("phase") == "begin":
+            e["name"] = "layers[2]"
+    post_events(server, "known", events)
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="10"]')
+    assert page.locator("text.segment-label").text_content().startswith("checkpoint #1 · 2 layers · ")
+    page.evaluate("k => [...document.querySelectorAll('g.vnode')].find(n => n.dataset.key === k)"
+                  ".dispatchEvent(new MouseEvent('click', {bubbles: true}))", "model.aux|exp|1")
+    body = page.locator("#inspector-body").text_content()
+    assert "gradient: not computed yet" in body and "grad: not computed" not in body
+    legend = page.locator("#legend").text_content()
+    assert "first NaN/Inf" in legend and "segment recomputing" in legend and "backward raised here" in legend
+    page.evaluate("() => { const s = document.querySelector('#scrub'); s.value = '8';"
+                  " s.dispatchEvent(new Event('input')); }")
+    assert page.evaluate("() => { const s = document.querySelector('#step-select');"
+                         " return s.options[s.selectedIndex].textContent; }") == "step 0"
+
+
+def test_a_leaf_shows_its_arrived_gradient_while_stepping_through_backward(page, server):
+    # defect 9: during step-through a leaf stayed "not computed" while its incoming edge was already coloured
+    post_events(server, "known", known_graph())
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="10"]')
+    page.click("#teach-btn")
+    for _ in range(4):
+        page.click("#teach-next")
+    assert page.locator(".teach-op").text_content() == "add (2, 2)"  # its backward sent 3.5 to the bias
+    assert _key_attr(page, "L:model.fc.bias", "data-grad-class") == "ok"
+    page.click("#teach-prev")  # one node earlier the bias has received nothing
+    assert _key_attr(page, "L:model.fc.bias", "data-grad-class") == "none"
+
+
+def test_token_prompt_names_where_the_token_comes_from_and_asks_again(browser, token_server):
+    # defect 9: the prompt said the token is printed by `rtxviz serve` (it is not) and a wrong one ended it
+    post_events(token_server, "secured", known_graph(), token="s3cret")
+    ctx = browser.new_context(viewport={"width": 1400, "height": 860}, bypass_csp=True)
+    try:
+        pg = ctx.new_page()
+        asked: list[str] = []
+        answers = iter(["wrong", "s3cret"])
+        pg.on("dialog", lambda d: (asked.append(d.message), d.accept(next(answers))))
+        pg.goto(token_server + "/")
+        pg.wait_for_selector('#counts[data-total="10"]', timeout=30_000)
+        assert len(asked) == 2
+        assert "printed" not in asked[0] and "--token" in asked[0] and "RTXVIZ_TOKEN" in asked[0]
+        assert "refused" in asked[1]
+    finally:
+        ctx.close()
