@@ -159,6 +159,12 @@ export class GraphPane {
       budget.append(h("option", { value: String(this.choices.budget) }, String(this.choices.budget)));
       budget.value = String(this.choices.budget);
     }
+    const numbers = $("#numbers") as HTMLSelectElement;
+    for (const [v, t] of [[0, "off"], [1, "scalars"], [4, "≤ 4 elements"], [16, "≤ 16 elements"]] as const) {
+      numbers.append(h("option", { value: String(v) }, t));
+    }
+    numbers.value = String(this.view.numbersUpTo);
+    numbers.addEventListener("change", () => { this.view.numbersUpTo = Number(numbers.value); this.hooks.draw(); });
     budget.addEventListener("change", () => { this.choices.budget = Number(budget.value); this.replaceAll(); this.hooks.draw(); });
   }
 }

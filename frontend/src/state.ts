@@ -30,6 +30,8 @@ export interface GNode {
   requiresGrad: boolean;
   grad: Stats | null; // dL/d(this value); null: not computed yet
   inGrads: (Stats | null)[] | null; // what this node's backward sent to each input
+  /** d(output)/d(input i) at this node's inputs, from the engine (grad event `local`; small elementwise ops). */
+  local: ((number | null)[] | null)[] | null;
   gradOrder: number; // position in the backward pass (-1: none yet)
   segment: number | null; // checkpoint segment ordinal (within the step)
   recomputed: boolean;
@@ -143,6 +145,8 @@ export class StepGraph {
   readonly anomalies: AnomalyInfo[] = [];
   /** Keys in the order backward reached them (teaching mode walks this), with the event's index. */
   readonly gradSteps: { key: string; index: number }[] = [];
+  /** Keys of forward ops (not recomputations) in the order they were recorded, with the event's index. */
+  readonly forwardSteps: { key: string; index: number }[] = [];
   backward: BackwardState = "none";
   /** Bumped whenever nodes or edges are added (layout must look again); colours alone do not bump it. */
   structureVersion = 0;
@@ -275,7 +279,7 @@ export class StepGraph {
     const n: GNode = {
       key, kind, id: leafId, op: kind, name, inputs: [], shape: info?.shape ?? [], dtype: info?.dtype ?? "?",
       device: info?.device ?? "?", module: null, group, rule: null, attrs: null, savedBytes: null,
-      values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null,
+      values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null, local: null,
       gradOrder: -1, segment: null, recomputed: false, anchor: null, isRoot: false, anomaly: null, origin: false, error: null,
       arrivals: [], provisional: false, seq: -1,
     };
@@ -325,11 +329,12 @@ export class StepGraph {
       device: str(ev.device) ?? "?", module, group, rule: str(ev.rule), attrs:
         (ev.attrs && typeof ev.attrs === "object" ? ev.attrs : null) as Record<string, unknown> | null,
       savedBytes: num(ev.saved_bytes), values: arr<number | null>(ev.values), requiresGrad: true, grad: null,
-      inGrads: null, gradOrder: -1, segment, recomputed: !!rc, anchor, isRoot: false, anomaly: null, origin: false,
+      inGrads: null, local: null, gradOrder: -1, segment, recomputed: !!rc, anchor, isRoot: false, anomaly: null, origin: false,
       error: null, arrivals: [], provisional: false, seq: num(ev.seq) ?? -1,
     };
     this.byNodeId.set(id, key);
     this.nodes.set(key, n);
+    if (!rc && this.backward === "none") this.forwardSteps.push({ key, index: this.applied - 1 });
     this.structureVersion++;
   }
 
@@ -339,6 +344,7 @@ export class StepGraph {
     if (!n || !key) return false;
     n.grad = ev.output ?? null;
     n.inGrads = arr(ev.inputs);
+    n.local = arr(ev.local);
     n.gradOrder = this.gradSteps.length;
     (n.inGrads ?? []).forEach((st, i) => {
       const src = st ? this.nodes.get(n.inputs[i] ?? "") : undefined;

@@ -3,6 +3,7 @@
 import { ERROR_COLOUR, gradClass, gradColor, gradWidth, fmt, textOn } from "./colors";
 import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
+import { params } from "./env";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
 import type { GNode, Segment, StepGraph } from "./state";
@@ -65,6 +66,9 @@ export class GraphView {
   focus: string | null = null; // teaching mode's current node
   /** The graph drawn is the capture a graph-cache hit replayed (the hit step recorded none of its own). */
   replayed = false;
+  /** Values that have at most this many elements are written on their node: the value, and the gradient with
+   * its sign (micrograd's data / grad), instead of the shape and the gradient's norm. 0: never. */
+  numbersUpTo = Number(params.get("numbers") ?? 1);
   onSelect: (vid: string, item: VItem) => void = () => {};
   onToggle: (item: VItem) => void = () => {};
   /** The user panned or zoomed (the page stops fitting the graph for them). */
@@ -190,11 +194,16 @@ export class GraphView {
     const cls = `vnode kind-${kind} grad-${gc}${it.ghost ? " ghost" : ""}${this.selected === it.vid ? " selected" : ""}` +
       `${this.focus === it.vid ? " focus" : ""}${flags.map((f) => " " + f).join("")}`;
     const title = n ? nodeTitle(n) : it.label;
-    const sub = n ? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
+    const numel = n ? n.shape.reduce((a, b) => a * b, 1) : Infinity;
+    const numbers = !!n && numel <= this.numbersUpTo;
+    const data = numbers && n.values && n.values.length === numel ? `data ${numbersText(n.values)}` : null;
+    const gvals = numbers && grad?.values && grad.values.length === numel ? `grad ${numbersText(grad.values)}` : null;
+    const sub = n ? data ?? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
     // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
     // a group flags how many of its members are in its worst class
     const word = GRAD_CLASSES[gc].word;
-    const badge = n?.error ? "error" : gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
+    const badge = n?.error ? "error" : gvals && (gc === "ok" || gc === "zero") ? gvals :
+      gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
     const colour = gradColor(grad);
     const badgeColour = n?.error ? ERROR_COLOUR : colour;
     const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}`;
@@ -227,13 +236,15 @@ export class GraphView {
     if (n?.recomputed) el.append(s("rect", { class: "rc-ring", x: -4, y: -4, width: NODE_W + 8, height: NODE_H + 8, rx: 9 }));
     const t1 = s("text", { class: "l1", x: NODE_W / 2, y: 17 }, n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21));
     const t2 = s("text", { class: "l2", x: NODE_W / 2, y: 33 }, clip(sub, 26));
+    if (numbers) el.dataset.numbers = "1"; else delete el.dataset.numbers;
     const tip = n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`;
     el.append(t1, t2, s("title", {}, tip));
     if (badge) {
       // above the node's top edge, so it never sits on the title
       const bc = n?.error ? "error" : gc;
-      el.append(s("rect", { class: `badge badge-${bc}`, x: NODE_W - 66, y: -15, width: 70, height: 14, rx: 7, fill: badgeColour }));
-      const txt = s("text", { class: `badge-text badge-${bc}`, x: NODE_W - 31, y: -4.5 }, badge);
+      const bw = Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)); // numbers may need more room
+      el.append(s("rect", { class: `badge badge-${bc}`, x: NODE_W + 4 - bw, y: -15, width: bw, height: 14, rx: 7, fill: badgeColour }));
+      const txt = s("text", { class: `badge-text badge-${bc}`, x: NODE_W + 4 - bw / 2, y: -4.5 }, clip(badge, 24));
       txt.style.fill = textOn(badgeColour); // readable on every ramp colour (dark purple to yellow)
       el.append(txt);
     }
@@ -336,6 +347,12 @@ export function segmentLabel(seg: Segment): string {
     case "recomputing": return "↻ recomputing…";
     default: return `↻ recomputed (${seg.ops} ops)`;
   }
+}
+
+/** Values on a node: a number, or a short list "[0.5, -1]". */
+export function numbersText(vals: (number | null)[]): string {
+  const one = (v: number | null) => (v === null ? "NaN/Inf" : fmt(v, 4));
+  return vals.length === 1 ? one(vals[0]) : `[${vals.map(one).join(", ")}]`;
 }
 
 /** A node's first label line: op name (↻ marks a recomputation), a leaf's name, or what an unnamed leaf is. */

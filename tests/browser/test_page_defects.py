@@ -118,7 +118,8 @@ def test_gradient_badges_are_readable_at_every_norm(page, server):
     post_events(server, "ladder", norm_ladder(norms))
     page.goto(server + "/")
     page.wait_for_selector(f'#counts[data-total="{2 * len(norms)}"]')
-    pairs = page.evaluate("""() => [...document.querySelectorAll('g.vnode')].filter(n => (n.dataset.key || '').startsWith('|tanh|'))
+    pairs = page.evaluate("""() => [...document.querySelectorAll('g.vnode')]
+      .filter(n => (n.dataset.key || '').startsWith('|tanh|'))
       .filter(n => n.querySelector('rect.badge'))
       .map(n => { const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
         return [n.dataset.key, rgb(getComputedStyle(n.querySelector('rect.badge')).fill),
