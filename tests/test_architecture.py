@@ -29,9 +29,10 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.store": {"rtxviz.schema"},
     "rtxviz.export": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz.store", "rtxviz.render"},
     "rtxviz.web": {"rtxviz.schema", "rtxviz.store", "rtxviz.summary", "rtxviz._version"},
+    "rtxviz.lessons": {"rtxviz", "rtxviz.engine", "rtxviz.nn", "rtxviz.events", "rtxviz.export"},
     "rtxviz.cli": {"rtxviz", "rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.events",
                    "rtxviz.render", "rtxviz.store", "rtxviz.export", "rtxviz.web", "rtxviz.schema",
-                   "rtxviz.summary", "rtxviz.conformance", "rtxviz._version"},
+                   "rtxviz.summary", "rtxviz.conformance", "rtxviz._version", "rtxviz.lessons"},
     # the package root re-exports the user-facing parts (the event stream lazily, on first use)
     "rtxviz": {"rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.debug", "rtxviz.render",
                "rtxviz.events", "rtxviz._version"},

@@ -428,6 +428,8 @@ export class RunModel {
   readonly unsampled = new Set<number>();
   /** The run records every k-th step (run_start's sample_every). */
   sampleEvery = 1;
+  /** The run's `lesson` event (sent by `rtxviz lesson`: its text, title, the next lesson), free fields. */
+  lesson: GenericRunEvent | null = null;
   readonly totals: CacheCounters = { hits: 0, misses: 0, evictions: 0, last: null };
   lastCache: CacheEvent | null = null;
   lastSeq = 0;
@@ -463,6 +465,10 @@ export class RunModel {
         return null;
     }
     const g = asGeneric(ev);
+    if (g && g.kind === "lesson") {
+      this.lesson = g;
+      return null;
+    }
     const c = g ? cacheKind(g) : null;
     if (g && c) {
       if (c === "hit") this.totals.hits++;

@@ -1,10 +1,11 @@
 """Lessons: short narrated engine runs for the live page (`rtxviz lesson`, issue 15).
 
 Each lesson is a Markdown file here, ``NN-name.md`` (its first ``# `` line is the title), and a Python file
-``NN_name.py`` beside it with ``body(run)``: a real engine run, streamed by `rtxviz.events.watch`. The lesson's
-text travels in the run's ``run_start`` event (``meta["lesson"]``: name, title, text, the next lesson), so the
-live page and an exported HTML file show it beside the graph without another route; the page renders the
-Markdown itself, as text nodes only (no HTML from the file reaches the page as markup).
+``lNN_name.py`` beside it with ``body(run)``: a real engine run, streamed by `rtxviz.events.watch`. The lesson's
+text travels in the run itself, as a ``lesson`` event (a generic kind: name, number, title, text, the next
+lesson) sent before the first step, so the live page and an exported HTML file show it beside the graph without
+another route; the page renders the Markdown itself, as text nodes only (no HTML from the file reaches the page
+as markup). The run_start's meta names the lesson too (``meta["lesson"]``), for listing runs.
 
 >>> [lesson.name for lesson in catalog()][:3]
 ['neuron', 'chain-rule', 'fan-out']
@@ -15,6 +16,7 @@ Markdown itself, as text nodes only (no HTML from the file reaches the page as m
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +39,11 @@ class Lesson:
         """The lesson's engine run: ``body(run)`` with the `watch` run it streams into."""
         return importlib.import_module(f"{__name__}.{self.module}").body
 
-    def meta(self, next_lesson: Lesson | None) -> dict[str, Any]:
-        """What the run's run_start carries for the page."""
+    def event(self, next_lesson: Lesson | None) -> dict[str, Any]:
+        """The ``lesson`` event the run carries for the page (the whole text: run_start's meta would cut it)."""
         nxt = None if next_lesson is None else {"name": next_lesson.name, "title": next_lesson.title}
-        return {"lesson": {"name": self.name, "title": self.title, "number": self.number, "text": self.text,
-                           "next": nxt}}
+        return {"v": 1, "kind": "lesson", "t": time.time(), "step": None, "name": self.name, "title": self.title,
+                "number": self.number, "text": self.text, "next": nxt}
 
     @property
     def run_name(self) -> str:
@@ -78,5 +80,6 @@ def run_lesson(lesson: Lesson, url: str | None = None, token: str | None = None,
     from ..events import watch
 
     with watch(url, run_name=lesson.run_name, token=token, transport=transport,
-               meta=lesson.meta(next_of(lesson))) as run:
+               meta={"lesson": lesson.name}) as run:
+        run.hook.sink(lesson.event(next_of(lesson)))  # straight to the queue: the text whole, not cut to 200
         lesson.body()(run)
