@@ -21,7 +21,8 @@ def run_id_named(server: str, name: str) -> str:
 def test_lesson_command_lists_the_ladder(capsys):
     assert main(["lesson"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line.split()[1] for line in out[:4]] == ["neuron", "chain-rule", "fan-out", "vanishing"]
+    assert [line.split()[1] for line in out[:8]] == ["neuron", "chain-rule", "fan-out", "broadcasting",
+                                                     "softmax-cross-entropy", "vanishing", "nan-hunt", "higher-order"]
     assert main(["lesson", "no-such-lesson", "--url", "http://127.0.0.1:9"]) == 2
 
 
@@ -68,9 +69,11 @@ def test_lesson_text_is_rendered_as_text(strict_page, server):
 
 
 def test_lessons_export_as_offline_html(browser, tmp_path):
-    assert main(["lesson", "neuron", "--all", "--export", str(tmp_path)]) == 0
+    assert main(["lesson", "softmax-cross-entropy", "--all", "--export", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["01-neuron.html", "02-chain-rule.html", "03-fan-out.html", "04-vanishing.html", "index.html"]
+    assert files == ["05-softmax-cross-entropy.html", "06-vanishing.html", "07-nan-hunt.html", "08-higher-order.html",
+                     "index.html"]
+    assert main(["lesson", "neuron", "--export", str(tmp_path)]) == 0
     ctx = browser.new_context(viewport={"width": 1400, "height": 860})
     try:
         pg = ctx.new_page()
@@ -84,3 +87,41 @@ def test_lessons_export_as_offline_html(browser, tmp_path):
         assert all(u.startswith(("file:", "data:", "blob:")) for u in requests)  # offline: no server asked
     finally:
         ctx.close()
+
+
+def test_every_lesson_is_a_real_engine_run_that_shows_its_point():
+    from rtxviz.lessons import catalog, run_lesson
+    from rtxviz.schema import validate_batch
+
+    from .engine_runs import KeepEvents
+
+    runs = {}
+    for lesson in catalog():
+        keep = KeepEvents()
+        run_lesson(lesson, transport=keep)
+        validate_batch(keep.events)
+        kinds = [e["kind"] for e in keep.events]
+        assert kinds[:2] == ["run_start", "lesson"] and "node" in kinds and "grad" in kinds, lesson.name
+        runs[lesson.name] = keep.events
+
+    def leaf_grads(events, step):
+        names = {e["id"]: e["name"] for e in events if e["kind"] == "leaf"}
+        return {names[e["leaf"]]: e["stats"] for e in events if e["kind"] == "leaf_grad" and e["step"] == step}
+
+    # vanishing: through 30 sigmoids x's gradient is below 0.25**30 (vanishing); the residual tanh step's is not
+    assert leaf_grads(runs["vanishing"], 0)["x"]["norm"] < 0.25 ** 30 * 2
+    assert leaf_grads(runs["vanishing"], 1)["x"]["norm"] > 1.0
+    # broadcasting: b's gradient is the column sums of x (d((x + b)·x)/db = x, summed over the rows)
+    assert leaf_grads(runs["broadcasting"], 0)["b"]["values"] == [5.0, 7.0, 9.0]
+    # softmax + cross-entropy: softmax(z) - onehot(2), by hand
+    import math
+
+    z = [1.0, 2.0, 0.5, -1.0]
+    p = [math.exp(v) / sum(math.exp(u) for u in z) for v in z]
+    got = leaf_grads(runs["softmax-cross-entropy"], 0)["logits"]["values"]
+    assert all(math.isclose(a, b - (i == 2), abs_tol=1e-12) for i, (a, b) in enumerate(zip(got, p, strict=True)))
+    # the NaN hunt: the first NaN is made by sqrt
+    first = next(e for e in runs["nan-hunt"] if e["kind"] == "anomaly")
+    assert first["op"] == "sqrt" and first["origin"] is True
+    # higher order: d/dx sum(3x²) = 6x
+    assert leaf_grads(runs["higher-order"], 0)["x"]["values"] == [6.0, 12.0]

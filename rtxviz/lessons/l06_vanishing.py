@@ -1,4 +1,4 @@
-"""Lesson 4: 30 sigmoids in a row (step 0), then residual tanh blocks of the same depth (step 1)."""
+"""Lesson 6: 30 sigmoids in a row (step 0), then residual tanh blocks of the same depth (step 1)."""
 
 from __future__ import annotations
 
