@@ -204,12 +204,18 @@ class BackwardEndEvent(_Event):
 
 @_strict
 class GradEvent(_Event):
-    """Gradients at one node's backward: `output` is dL/d(node's output); `inputs[i]` what flowed to input i."""
+    """Gradients at one node's backward: `output` is dL/d(node's output); `inputs[i]` what flowed to input i.
+
+    `local` (optional, added in schema 1 without a version change: older readers ignore nothing, it is new):
+    for a small elementwise op, ``local[i]`` holds d(output)/d(input i) evaluated at this node's inputs, element by
+    element (null for an input that needs no gradient or is broadcast), so that ``inputs[i].values`` is
+    ``output.values`` times ``local[i]``: the chain rule with the engine's own numbers."""
 
     kind: Literal["grad"]
     node: int
     output: Stats
     inputs: Annotated[list[Stats | None], Field(max_length=MAX_INPUTS)]
+    local: NotRequired[Annotated[list[Values | None], Field(max_length=MAX_INPUTS)]]
 
 
 @_strict

@@ -14,6 +14,11 @@ export interface RunInfo {
   last_step?: number | null;
 }
 
+// The server was started with a token (`rtxviz serve --token ...` or RTXVIZ_TOKEN); it does not print it.
+const TOKEN_ASK = "This rtxviz server needs the access token it was started with (rtxviz serve --token, or RTXVIZ_TOKEN):";
+const TOKEN_REFUSED = "The server refused that token. Type the token it was started with (rtxviz serve --token, or RTXVIZ_TOKEN):";
+const TOKEN_TRIES = 3;
+
 export class Api {
   token: string | null;
   constructor(private base = "") {
@@ -30,18 +35,19 @@ export class Api {
     }
   }
 
+  /** GET with the token; on 401 ask for it, and again (saying so) while the server refuses what was typed. */
   private async get(path: string): Promise<Response> {
-    for (let attempt = 0; attempt < 2; attempt++) {
+    for (let attempt = 0; attempt < TOKEN_TRIES; attempt++) {
       const headers: Record<string, string> = {};
       if (this.token) headers.Authorization = `Bearer ${this.token}`;
       const r = await fetch(this.base + path, { headers });
       if (r.status !== 401) return r;
-      const t = window.prompt("This rtxviz server needs a token (printed by `rtxviz serve`):");
+      const t = window.prompt(attempt === 0 && !this.token ? TOKEN_ASK : TOKEN_REFUSED);
       if (!t) return r;
       this.token = t.trim();
-      sessionStorage.setItem("rtxviz-token", this.token);
+      try { sessionStorage.setItem("rtxviz-token", this.token); } catch { /* storage blocked */ }
     }
-    throw new Error("unauthorised");
+    throw new Error("unauthorised: the server refused the token; reload the page to try again");
   }
 
   async runs(): Promise<RunInfo[]> {

@@ -53,8 +53,8 @@ export function fmt(v: number | null | undefined, digits = 4): string {
 
 export function gradText(s: Stats | null | undefined): string {
   const c = gradClass(s);
-  if (c === "none") return "grad: not computed yet";
-  if (c === "nonfinite") return `grad: ${GRAD_CLASSES.nonfinite.word} (${s!.nan ?? 0} NaN, ${s!.inf ?? 0} Inf)`;
+  if (c === "none") return "not computed yet";
+  if (c === "nonfinite") return `${GRAD_CLASSES.nonfinite.word} (${s!.nan ?? 0} NaN, ${s!.inf ?? 0} Inf)`;
   return `‖grad‖ = ${fmt(s!.norm)}`;
 }
 

@@ -78,6 +78,13 @@ export class GraphPane {
     return v;
   }
 
+  /** The line the canvas shows when it has nothing to draw (null hides it). */
+  note(text: string | null): void {
+    const el = $("#graph-note");
+    el.hidden = text === null;
+    el.textContent = text ?? "";
+  }
+
   /** Draw the visible items again where they are (the selection or the positions changed). */
   redraw(): void {
     const g = this.hooks.graph();
@@ -152,6 +159,12 @@ export class GraphPane {
       budget.append(h("option", { value: String(this.choices.budget) }, String(this.choices.budget)));
       budget.value = String(this.choices.budget);
     }
+    const numbers = $("#numbers") as HTMLSelectElement;
+    for (const [v, t] of [[0, "off"], [1, "scalars"], [4, "≤ 4 elements"], [16, "≤ 16 elements"]] as const) {
+      numbers.append(h("option", { value: String(v) }, t));
+    }
+    numbers.value = String(this.view.numbersUpTo);
+    numbers.addEventListener("change", () => { this.view.numbersUpTo = Number(numbers.value); this.hooks.draw(); });
     budget.addEventListener("change", () => { this.choices.budget = Number(budget.value); this.replaceAll(); this.hooks.draw(); });
   }
 }

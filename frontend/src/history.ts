@@ -23,6 +23,11 @@ export class History {
   key: string | null = null;
   graph: StepGraph | null = null;
   live = true; // follow the newest events
+  /** The shown step replayed a cached graph (so recorded no nodes): the step picked, and the step whose recorded
+   * graph is drawn in its place. */
+  replayed: { step: number; from: number } | null = null;
+  /** The step picked in the step picker (what the empty-canvas note talks about), when not live. */
+  picked: number | null = null;
   cursor = 0; // events of the shown step applied (when not live)
   playing = false;
   private speed = 1;
@@ -52,6 +57,8 @@ export class History {
     this.key = null;
     this.graph = null;
     this.live = true;
+    this.replayed = null;
+    this.picked = null;
   }
 
   record(): StepRecord | undefined {
@@ -98,6 +105,8 @@ export class History {
 
   goLive(): void {
     this.live = true;
+    this.replayed = null;
+    this.picked = null;
     this.setPlaying(false);
     this.hooks.stopTeaching();
     ($("#step-select") as HTMLSelectElement).value = "live";
@@ -132,6 +141,14 @@ export class History {
       key = this.model.loadStep(step, evs);
     }
     this.live = false;
+    this.picked = step;
+    this.replayed = null;
+    const source = this.model.replaySource(key);
+    if (source && source.step !== null) {
+      // the replay recorded nothing: draw the capture it ran, marked as replayed
+      this.replayed = { step, from: source.step };
+      key = String(source.step);
+    }
     this.key = key;
     const rec = this.model.record(key)!;
     this.cursor = rec.events.length;
@@ -152,8 +169,9 @@ export class History {
     $("#live-btn").classList.toggle("on", this.live);
   }
 
-  /** The step picker's options (the newest 300 steps), rebuilt when a step was added. */
-  renderPicker(g: StepGraph): void {
+  /** The step picker's options (the newest 300 steps), rebuilt when a step was added. Steps the emitter did not
+   * sample are listed, disabled, as such: picking one would show nothing. */
+  renderPicker(g: StepGraph, exported: boolean): void {
     const model = this.model;
     if (!model) return;
     const sel = $("#step-select") as HTMLSelectElement;
@@ -161,9 +179,36 @@ export class History {
     if (sel.dataset.n !== String(model.allSteps.length)) {
       sel.dataset.n = String(model.allSteps.length);
       clear(sel);
-      sel.append(h("option", { value: "live" }, "newest (live)"));
-      for (const s of steps.reverse()) sel.append(h("option", { value: String(s) }, `step ${s}`));
-      sel.value = this.live ? "live" : String(g.step ?? "live");
+      // the exported page has no live stream: its "newest" is the last step it holds
+      sel.append(h("option", { value: "live" }, exported ? "latest step" : "newest (live)"));
+      for (const s of steps.reverse()) {
+        const off = model.unsampled.has(s);
+        sel.append(h("option", { value: String(s), disabled: off }, off ? `step ${s} · not sampled` : `step ${s}`));
+      }
     }
+    // while scrubbing or replaying, the picker names the step shown, not "newest (live)"
+    const want = this.live ? "live" : String(this.replayed?.step ?? this.picked ?? g.step ?? "live");
+    if (sel.value !== want && [...sel.options].some((o) => o.value === want)) sel.value = want;
   }
+
+  /** What the canvas says when it has nothing to draw (null: it has something). */
+  emptyNote(g: StepGraph | null, shownItems: number): string | null {
+    if (shownItems) return null;
+    const model = this.model;
+    const step = this.picked ?? g?.step ?? null;
+    if (step === null || !model) return "no graph recorded yet";
+    if (model.unsampled.has(step)) {
+      const k = model.sampleEvery;
+      return `step ${step} was not sampled: the run records the graph of every ${ordinal(k)} step`;
+    }
+    if (g && g.cache.hits) return `step ${step} replayed a cached graph recorded in a step this page no longer holds`;
+    return `step ${step}: no graph recorded yet`;
+  }
+}
+
+/** 2 -> "2nd", 3 -> "3rd", 11 -> "11th". */
+export function ordinal(k: number): string {
+  const t = k % 100;
+  const suffix = t >= 11 && t <= 13 ? "th" : ["th", "st", "nd", "rd"][k % 10] ?? "th";
+  return `${k}${suffix}`;
 }

@@ -10,6 +10,8 @@ import type { VItem } from "./groups";
 import { Header } from "./header";
 import { History } from "./history";
 import { Inspector } from "./inspector";
+import { LessonPanel, lessonOf } from "./lesson";
+import { renderMarkdown } from "./markdown";
 import { newMetrics } from "./metrics";
 import { renderLegend } from "./panels";
 import { RunList } from "./runs";
@@ -35,21 +37,26 @@ const frames: Frames = new Frames(metrics, {
   model: () => history.model, follow: () => history.follow(), dirty: () => pane.dirty, draw,
 });
 const runs = new RunList(api, open);
+const lesson = new LessonPanel(runs);
 
 pane.view.onSelect = (vid) => inspector.select(vid);
 pane.view.onToggle = toggle;
 header.onAlert = (key) => inspector.selectKey(key);
 renderLegend($("#legend"));
 // for the benchmarks and the browser tests
-(window as unknown as { __rtxviz: unknown }).__rtxviz = { metrics, view: pane.view, runs, history, pane, inspector, teach };
+(window as unknown as { __rtxviz: unknown }).__rtxviz = { metrics, view: pane.view, runs, history, pane, inspector, teach,
+  renderMarkdown };
 
 /** Draw the shown step and everything that depends on it. */
 function draw(): void {
   const g = history.graph;
   if (!g) return;
+  pane.view.replayed = history.replayed !== null;
   const v = pane.draw(g, history.ghost(), inspector.selected);
-  header.render(history.model!, v, g, history.live, pane.choices.budget);
-  history.renderPicker(g);
+  header.render(history.model!, v, g, history.live, pane.choices.budget, history.replayed);
+  pane.note(history.emptyNote(g, v.items.size));
+  history.renderPicker(g, EMBEDDED);
+  lesson.render(lessonOf(history.model?.lesson));
   history.render();
   if (inspector.selected) inspector.render();
   teach.render(g);

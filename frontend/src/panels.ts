@@ -5,7 +5,7 @@ import { GRAD_CLASSES, GRAD_CLASS_ORDER, RAMP_LOG_MAX, RAMP_LOG_MIN, type GradCl
 import type { VItem, Visible } from "./groups";
 import type { GNode, StepGraph } from "./state";
 import type { Stats } from "./generated/events";
-import { itemGrad, shapeText } from "./view";
+import { itemGrad, numbersText, shapeText } from "./view";
 
 const bytes = (b: number | null): string =>
   b === null ? "—" : b < 1024 ? `${b} B` : b < 1 << 20 ? `${(b / 1024).toFixed(1)} KiB` : `${(b / (1 << 20)).toFixed(2)} MiB`;
@@ -76,7 +76,7 @@ export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGr
     const ops = new Map<string, number>();
     for (const m of it.members) ops.set(m.op, (ops.get(m.op) ?? 0) + 1);
     el.append(row("ops", [...ops].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([o, c]) => `${o}×${c}`).join(", ")));
-    el.append(statsBlock(grad, "largest gradient inside", "grad"));
+    el.append(statsBlock(grad, "most alarming gradient inside", "grad"));
     const btn = h("button", { class: "toggle", type: "button" }, it.type === "fold" ? "Unfold blocks" : "Expand group");
     btn.addEventListener("click", () => onToggle(it));
     el.append(btn);
@@ -117,7 +117,7 @@ export function renderInspector(el: HTMLElement, it: VItem | null, graph: StepGr
   }
   const vals = valuesBlock(n.values, n.shape, "values node-values");
   el.append(h("div", { class: "stats-title" }, "value"), vals ?? h("div", { class: "muted" }, "values not sent (tensor larger than the emitter's limit)"));
-  el.append(statsBlock(n.grad, `gradient ${gradText(n.grad)}`, "grad"));
+  el.append(statsBlock(n.grad, `gradient: ${gradText(n.grad)}`, "grad"));
   if (n.inGrads) n.inGrads.forEach((g, i) => el.append(g ? statsBlock(g, `sent to input ${i}`, "in-grad") :
     h("div", { class: "stats in-grad" }, h("div", { class: "stats-title" }, `sent to input ${i}`), h("div", { class: "muted" }, "nothing: this input needs no gradient"))));
 }
@@ -147,10 +147,48 @@ export function renderLegend(el: HTMLElement): void {
   el.append(h("div", { class: "legend-items checkpoint" },
     sw("k-segment", "#fde68a", "checkpoint segment (activations dropped in forward)"),
     sw("k-recompute", "#fef9c3", "↻ op recomputed in backward"),
+    sw("k-recomputing-seg", "#fb923c", "segment recomputing (backward is re-running it)"),
     sw("k-recomputed-seg", "#bbf7d0", "segment recomputed")));
+  el.append(h("div", { class: "legend-items marks" },
+    sw("k-origin", "#fee2e2", "first NaN/Inf (where it started)"),
+    sw("k-error", ERROR_COLOUR, "backward raised here (error)"),
+    sw("k-replayed", "#ffffff", "replayed from the graph cache", "#15803d")));
 }
 
-/** Teaching mode: one backward node, its rule, the gradient it received and what it sent to each input. */
+/** The part of a backward rule about input `j` ("dA = dC · B, dB = dC · A" has one per input), or all of it. */
+export function rulePart(rule: string | null, j: number, inputs: number): string {
+  if (!rule) return "(no rule text)";
+  const parts = rule.split(/,\s*(?=d[A-Z]\b)/);
+  return parts.length === inputs ? parts[j] : rule;
+}
+
+/** The chain rule at one input, with the engine's numbers: the rule, then upstream gradient · local derivative,
+ * then the product the engine sent (three value lists from the grad event; nothing is computed here). */
+export function chainRuleText(rule: string, upstream: (number | null)[], local: (number | null)[],
+  product: (number | null)[]): string {
+  return `${rule}\n  = ${numbersText(upstream)} · ${numbersText(local)}\n  = ${numbersText(product)}`;
+}
+
+function valueName(src: GNode | undefined): string {
+  if (!src) return "(needs no grad)";
+  return src.kind === "op" ? `${src.op} ${shapeText(src.shape)}` : `${src.name ?? src.kind} ${shapeText(src.shape)}`;
+}
+
+/** Where a value fans out, its gradient is the sum of what each use sent back: "1 (add, input 0) + 1 (add, input
+ * 1) = 2", with the engine's numbers (each arrival, and the total it sent as the value's gradient). */
+export function arrivalsText(graph: StepGraph, n: GNode): string | null {
+  if (n.arrivals.length < 2 || !n.grad?.values) return null;
+  const parts: string[] = [];
+  for (const a of n.arrivals) {
+    if (!a.stats.values) return null;
+    const from = graph.nodes.get(a.from);
+    parts.push(`${numbersText(a.stats.values)} (from ${from?.op ?? "?"}, input ${a.index})`);
+  }
+  return `${n.arrivals.length} uses, so its gradient is the sum of their arrivals:\n  ${parts.join("\n+ ")}\n= ${numbersText(n.grad.values)}`;
+}
+
+/** Teaching mode: one backward node, its rule, the gradient it received and what it sent to each input; for
+ * small elementwise ops the chain rule written out with the numbers the engine sent. */
 export function renderTeach(el: HTMLElement, graph: StepGraph, i: number): void {
   clear(el);
   const total = graph.gradSteps.length;
@@ -164,13 +202,44 @@ export function renderTeach(el: HTMLElement, graph: StepGraph, i: number): void 
   el.append(h("h3", { class: "teach-op" }, `${n.op} ${shapeText(n.shape)}`));
   el.append(row("local rule", h("code", { class: "rule" }, n.rule ?? "(no rule text)")));
   el.append(statsBlock(n.grad, "incoming gradient dL/d(output)", "teach-in"));
+  const sum = arrivalsText(graph, n);
+  if (sum) el.append(h("pre", { class: "teach-sum" }, `This value has ${sum}`));
   n.inputs.forEach((k, j) => {
     const src = k ? graph.nodes.get(k) : undefined;
-    const name = src ? (src.kind === "op" ? `${src.op} ${shapeText(src.shape)}` : `${src.name ?? src.kind} ${shapeText(src.shape)}`) : "(needs no grad)";
+    const name = valueName(src);
     const g = n.inGrads ? n.inGrads[j] : null;
     el.append(g || !n.inGrads ? statsBlock(g, `→ input ${j}: ${name}`, "teach-out") :
       h("div", { class: "stats teach-out" }, h("div", { class: "stats-title" }, `→ input ${j}: ${name}`), h("div", { class: "muted" }, "nothing: this input needs no gradient")));
+    const loc = n.local?.[j];
+    if (loc && g?.values && n.grad?.values) {
+      el.append(h("pre", { class: "teach-chain", "data-input": j }, chainRuleText(rulePart(n.rule, j, n.inputs.length), n.grad.values, loc, g.values)));
+    }
+    if (src && src.kind !== "op") {
+      const total = arrivalsText(graph, src);
+      if (total && n.inputs.indexOf(k) === j) el.append(h("pre", { class: "teach-sum" }, `${src.name ?? "this input"} has ${total}`));
+    }
   });
+}
+
+/** Forward teaching: the op recorded at forward position `i`, its inputs' values and the value it made. */
+export function renderForward(el: HTMLElement, graph: StepGraph, i: number, total: number): void {
+  clear(el);
+  if (!total) {
+    el.append(h("p", { class: "muted" }, "No op recorded in this step yet."));
+    return;
+  }
+  const key = graph.forwardSteps[Math.min(i, total - 1)]?.key;
+  const n = key ? graph.nodes.get(key) : undefined;
+  el.append(h("div", { class: "teach-pos" }, `forward op ${Math.min(i, total - 1) + 1} of ${total}`));
+  if (!n) return;
+  el.append(h("h3", { class: "teach-op" }, `${n.op} ${shapeText(n.shape)}`));
+  const ins = n.inputs.map((k, j) => {
+    const src = k ? graph.nodes.get(k) : undefined;
+    const v = src?.values ? numbersText(src.values) : "(values not sent)";
+    return `input ${j}: ${src ? (src.kind === "op" ? src.op : src.name ?? src.kind) : "?"} = ${v}`;
+  });
+  el.append(h("pre", { class: "teach-fwd-in" }, ins.join("\n")));
+  el.append(h("pre", { class: "teach-fwd-out" }, `${n.op}(…) = ${n.values ? numbersText(n.values) : "(values not sent: tensor larger than the emitter's limit)"}`));
 }
 
 export function visibleCount(v: Visible): number {

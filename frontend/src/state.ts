@@ -30,6 +30,8 @@ export interface GNode {
   requiresGrad: boolean;
   grad: Stats | null; // dL/d(this value); null: not computed yet
   inGrads: (Stats | null)[] | null; // what this node's backward sent to each input
+  /** d(output)/d(input i) at this node's inputs, from the engine (grad event `local`; small elementwise ops). */
+  local: ((number | null)[] | null)[] | null;
   gradOrder: number; // position in the backward pass (-1: none yet)
   segment: number | null; // checkpoint segment ordinal (within the step)
   recomputed: boolean;
@@ -40,6 +42,11 @@ export interface GNode {
   origin: boolean; // the first NaN/Inf producer
   /** The backward that raised here (an in-place write to a saved tensor, AnomalyError): its message. */
   error: string | null;
+  /** The gradients that arrived at this value from its consumers' backward, in order (where a value fans out,
+   * its gradient is their sum): which consumer (key), through which of its inputs, and what. */
+  arrivals: { from: string; index: number; stats: Stats }[];
+  /** A leaf's `grad` is its one arrival so far, not yet the leaf_grad the engine sends at the end of backward. */
+  provisional: boolean;
   seq: number;
 }
 
@@ -138,6 +145,8 @@ export class StepGraph {
   readonly anomalies: AnomalyInfo[] = [];
   /** Keys in the order backward reached them (teaching mode walks this), with the event's index. */
   readonly gradSteps: { key: string; index: number }[] = [];
+  /** Keys of forward ops (not recomputations) in the order they were recorded, with the event's index. */
+  readonly forwardSteps: { key: string; index: number }[] = [];
   backward: BackwardState = "none";
   /** Bumped whenever nodes or edges are added (layout must look again); colours alone do not bump it. */
   structureVersion = 0;
@@ -176,6 +185,7 @@ export class StepGraph {
         const n = key ? this.nodes.get(key) : undefined;
         if (!n) return false;
         n.grad = ev.stats ?? null;
+        n.provisional = false;
         if (n.gradOrder < 0) n.gradOrder = this.gradSteps.length;
         return true;
       }
@@ -269,9 +279,9 @@ export class StepGraph {
     const n: GNode = {
       key, kind, id: leafId, op: kind, name, inputs: [], shape: info?.shape ?? [], dtype: info?.dtype ?? "?",
       device: info?.device ?? "?", module: null, group, rule: null, attrs: null, savedBytes: null,
-      values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null,
+      values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null, local: null,
       gradOrder: -1, segment: null, recomputed: false, anchor: null, isRoot: false, anomaly: null, origin: false, error: null,
-      seq: -1,
+      arrivals: [], provisional: false, seq: -1,
     };
     this.byLeafId.set(leafId, key);
     this.nodes.set(key, n);
@@ -319,11 +329,12 @@ export class StepGraph {
       device: str(ev.device) ?? "?", module, group, rule: str(ev.rule), attrs:
         (ev.attrs && typeof ev.attrs === "object" ? ev.attrs : null) as Record<string, unknown> | null,
       savedBytes: num(ev.saved_bytes), values: arr<number | null>(ev.values), requiresGrad: true, grad: null,
-      inGrads: null, gradOrder: -1, segment, recomputed: !!rc, anchor, isRoot: false, anomaly: null, origin: false,
-      error: null, seq: num(ev.seq) ?? -1,
+      inGrads: null, local: null, gradOrder: -1, segment, recomputed: !!rc, anchor, isRoot: false, anomaly: null, origin: false,
+      error: null, arrivals: [], provisional: false, seq: num(ev.seq) ?? -1,
     };
     this.byNodeId.set(id, key);
     this.nodes.set(key, n);
+    if (!rc && this.backward === "none") this.forwardSteps.push({ key, index: this.applied - 1 });
     this.structureVersion++;
   }
 
@@ -333,7 +344,19 @@ export class StepGraph {
     if (!n || !key) return false;
     n.grad = ev.output ?? null;
     n.inGrads = arr(ev.inputs);
+    n.local = arr(ev.local);
     n.gradOrder = this.gradSteps.length;
+    (n.inGrads ?? []).forEach((st, i) => {
+      const src = st ? this.nodes.get(n.inputs[i] ?? "") : undefined;
+      if (!src || !st) return;
+      src.arrivals.push({ from: key, index: i, stats: st });
+      // a leaf hears of its gradient only at the end of backward (leaf_grad): until then its one arrival is it,
+      // so stepping through backward does not show a coloured edge into a leaf that says "not computed"
+      if (src.kind !== "op" && (src.grad === null || src.provisional)) {
+        src.grad = src.arrivals.length === 1 ? st : null;
+        src.provisional = src.grad !== null;
+      }
+    });
     this.gradSteps.push({ key, index: this.applied - 1 });
     return true;
   }
@@ -401,6 +424,12 @@ export class RunModel {
   readonly order: string[] = [];
   /** Every step number seen (small: numbers only), for the step picker. */
   readonly allSteps: (number | null)[] = [];
+  /** Steps the emitter did not record (`sample_every`): their step_begin said `sampled: false`. */
+  readonly unsampled = new Set<number>();
+  /** The run records every k-th step (run_start's sample_every). */
+  sampleEvery = 1;
+  /** The run's `lesson` event (sent by `rtxviz lesson`: its text, title, the next lesson), free fields. */
+  lesson: GenericRunEvent | null = null;
   readonly totals: CacheCounters = { hits: 0, misses: 0, evictions: 0, last: null };
   lastCache: CacheEvent | null = null;
   lastSeq = 0;
@@ -423,7 +452,11 @@ export class RunModel {
       }
       case "run_start":
         this.name = str(core.name) ?? this.name;
+        this.sampleEvery = num(core.sample_every) ?? 1;
         return null;
+      case "step_begin":
+        if (core.sampled === false && typeof core.step === "number") this.unsampled.add(core.step);
+        break;
       case "run_end":
         this.ended = true;
         return null;
@@ -432,6 +465,10 @@ export class RunModel {
         return null;
     }
     const g = asGeneric(ev);
+    if (g && g.kind === "lesson") {
+      this.lesson = g;
+      return null;
+    }
     const c = g ? cacheKind(g) : null;
     if (g && c) {
       if (c === "hit") this.totals.hits++;
@@ -480,6 +517,17 @@ export class RunModel {
     return null;
   }
 
+  /** For a step that replayed a cached graph and so recorded no nodes: the nearest earlier step held here whose
+   * graph was recorded (the capture the replay runs). Null when the step has nodes, had no hit, or none is held. */
+  replaySource(key: string): StepRecord | null {
+    const rec = this.steps.get(key);
+    if (!rec || rec.graph.nodes.size || !rec.graph.cache.hits) return null;
+    const held = this.order.map((k) => this.steps.get(k)!).filter((r) => r.graph.nodes.size &&
+      r.step !== null && rec.step !== null && r.step < rec.step);
+    held.sort((a, b) => (b.step ?? 0) - (a.step ?? 0));
+    return held[0] ?? null;
+  }
+
   record(key: string): StepRecord | undefined {
     return this.steps.get(key);
   }
@@ -515,11 +563,16 @@ export class RunModel {
 /** The banner over the graph after a graph-cache event: what was cached and where (an evaluation under no_grad
  * runs outside the training steps, so its hit is not "this step"). */
 export function cacheBadgeText(ev: CacheEvent | null, last: string | null, shownStep: number | null): string {
-  const fn = ev ? (ev.fn ?? ev.key ?? "").split("(")[0].split(".").pop() || "a function" : null;
+  // the name with its signature ("Model.forward([32, 64] float32)"): cut at "(" it no longer says for which input
+  // shapes; only the enclosing function of a local one goes ("train.<locals>.evaluate" is "evaluate")
+  const full = ev ? ev.fn ?? ev.key ?? "" : "";
+  const at = full.lastIndexOf("<locals>.");
+  const name = at >= 0 ? full.slice(at + "<locals>.".length) : full;
+  const fn = ev ? (name ? (name.includes("(") ? name : `${name}()`) : "a function()") : null;
   const where = ev && ev.step !== null && ev.step === shownStep ? "in this step" : ev && ev.step !== null ? `in step ${ev.step}` : "outside the training steps";
   const ops = ev?.ops ? `, ${ev.ops} ops` : "";
-  if (last === "hit") return fn ? `↻ graph cache hit: ${fn}() replayed its cached graph${ops} ${where}, nothing re-recorded` :
+  if (last === "hit") return fn ? `↻ graph cache hit: ${fn} replayed its cached graph${ops} ${where}, nothing re-recorded` :
     "↻ graph cache hit: the cached graph was replayed";
-  if (last === "miss") return fn ? `● graph cache miss: ${fn}() ran and its graph was recorded ${where}` : "● graph cache miss: graph recorded";
+  if (last === "miss") return fn ? `● graph cache miss: ${fn} ran and its graph was recorded ${where}` : "● graph cache miss: graph recorded";
   return "";
 }

@@ -4,15 +4,18 @@ import { $ } from "./dom";
 import type { GraphPane } from "./graph";
 import type { History } from "./history";
 import type { Inspector } from "./inspector";
-import { renderTeach } from "./panels";
+import { renderForward, renderTeach } from "./panels";
 import type { StepGraph } from "./state";
 
 export class Teacher {
   on = false;
+  /** Walk the forward pass (values appearing op by op) or the backward pass (gradients node by node). */
+  mode: "forward" | "backward" = "backward";
   private index = 0;
 
   constructor(private history: History, private pane: GraphPane, private inspector: Inspector, private draw: () => void) {
-    $("#teach-btn").addEventListener("click", () => this.set(!this.on));
+    $("#teach-btn").addEventListener("click", () => this.set(!(this.on && this.mode === "backward"), "backward"));
+    $("#teach-fwd-btn").addEventListener("click", () => this.set(!(this.on && this.mode === "forward"), "forward"));
     $("#teach-prev").addEventListener("click", () => this.to(this.index - 1));
     $("#teach-next").addEventListener("click", () => this.to(this.index + 1));
     document.addEventListener("keydown", (e) => {
@@ -22,10 +25,12 @@ export class Teacher {
     });
   }
 
-  set(on: boolean): void {
+  set(on: boolean, mode: "forward" | "backward" = this.mode): void {
     this.on = on;
+    this.mode = mode;
     $("#teach").hidden = !on;
-    $("#teach-btn").classList.toggle("on", on);
+    $("#teach-btn").classList.toggle("on", on && mode === "backward");
+    $("#teach-fwd-btn").classList.toggle("on", on && mode === "forward");
     if (!on) { this.pane.view.focus = null; return; }
     this.history.setPlaying(false);
     this.to(0);
@@ -37,10 +42,11 @@ export class Teacher {
     if (!h.model || !h.key) return;
     const full = h.model.record(h.key)?.graph;
     if (!full) return;
-    const n = full.gradSteps.length;
+    const steps = this.mode === "forward" ? full.forwardSteps : full.gradSteps;
+    const n = steps.length;
     this.index = Math.max(0, Math.min(i, Math.max(0, n - 1)));
     if (n) {
-      const st = full.gradSteps[this.index];
+      const st = steps[this.index];
       h.seek(st.index + 1);
       const vid = this.pane.vidOf(st.key);
       this.pane.view.focus = vid;
@@ -55,6 +61,8 @@ export class Teacher {
   render(shown: StepGraph): void {
     if (!this.on) return;
     const h = this.history;
-    renderTeach($("#teach-body"), h.model?.record(h.key ?? "")?.graph ?? shown, this.index);
+    const g = h.model?.record(h.key ?? "")?.graph ?? shown;
+    if (this.mode === "forward") renderForward($("#teach-body"), g, this.index, g.forwardSteps.length);
+    else renderTeach($("#teach-body"), g, this.index);
   }
 }

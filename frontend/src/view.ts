@@ -3,6 +3,7 @@
 import { ERROR_COLOUR, gradClass, gradColor, gradWidth, fmt, textOn } from "./colors";
 import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
+import { params } from "./env";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
 import type { GNode, Segment, StepGraph } from "./state";
@@ -15,20 +16,29 @@ export function shapeText(shape: number[]): string {
   return `(${shape.join(", ")}${shape.length === 1 ? "," : ""})`;
 }
 
-/** The representative gradient of an item: its own, or for a group the most alarming of its members. */
-export function itemGrad(it: VItem): { grad: Stats | null; computed: number } {
-  if (it.node) return { grad: it.node.grad, computed: it.node.grad ? 1 : 0 };
+/** The representative gradient of an item: its own, or for a group the most alarming of its members by class
+ * (NaN/Inf, then exploding, vanishing, zero, then healthy; the largest norm among equals, the smallest among
+ * vanishing ones), with how many members share that class: a group of healthy ops with 144 vanishing bias
+ * gradients shows "144 vanishing", not its largest norm. */
+export function itemGrad(it: VItem): { grad: Stats | null; computed: number; worst: number } {
+  if (it.node) return { grad: it.node.grad, computed: it.node.grad ? 1 : 0, worst: it.node.grad ? 1 : 0 };
   let best: Stats | null = null;
+  let bestRank = -1;
   let computed = 0;
+  let worst = 0;
   for (const m of it.members) {
     const g = m.grad;
     if (!g) continue;
     computed++;
     const c = gradClass(g);
-    if (!best || c === "nonfinite" || (gradClass(best) !== "nonfinite" && (g.norm ?? 0) > (best.norm ?? 0))) best = g;
-    if (c === "nonfinite") break;
+    const rank = GRAD_CLASSES[c].rank;
+    if (rank > bestRank) { best = g; bestRank = rank; worst = 1; continue; }
+    if (rank < bestRank) continue;
+    worst++;
+    const n = g.norm ?? 0, b = best!.norm ?? 0;
+    if (c === "vanishing" ? n < b : n > b) best = g;
   }
-  return { grad: best, computed };
+  return { grad: best, computed, worst };
 }
 
 function kindOf(it: VItem): string {
@@ -54,6 +64,11 @@ export class GraphView {
   k = 1;
   selected: string | null = null;
   focus: string | null = null; // teaching mode's current node
+  /** The graph drawn is the capture a graph-cache hit replayed (the hit step recorded none of its own). */
+  replayed = false;
+  /** Values that have at most this many elements are written on their node: the value, and the gradient with
+   * its sign (micrograd's data / grad), instead of the shape and the gradient's norm. 0: never. */
+  numbersUpTo = Number(params.get("numbers") ?? 1);
   onSelect: (vid: string, item: VItem) => void = () => {};
   onToggle: (item: VItem) => void = () => {};
   /** The user panned or zoomed (the page stops fitting the graph for them). */
@@ -145,20 +160,27 @@ export class GraphView {
       this.drawNode(it, p);
     }
     for (const [vid, el] of this.nodes) if (!seen.has(vid)) { el.remove(); this.nodes.delete(vid); }
+    // the bottom of each checkpoint node's recomputed column: its other edges leave below it (see drawEdge)
+    const columnBottom = new Map<string, number>();
+    for (const it of v.items.values()) {
+      const p = it.anchor ? place.pos.get(it.vid) : undefined;
+      if (p) columnBottom.set(it.anchor!, Math.max(columnBottom.get(it.anchor!) ?? -Infinity, p.y + NODE_H / 2));
+    }
     const eseen = new Set<string>();
     for (const e of v.edges) {
       const a = place.pos.get(e.from), b = place.pos.get(e.to);
       if (!a || !b) continue;
       const id = `${e.from}\u0000${e.to}`;
       eseen.add(id);
-      this.drawEdge(id, e, a, b);
+      const below = v.items.get(e.to)?.anchor === e.from ? undefined : columnBottom.get(e.from);
+      this.drawEdge(id, e, a, b, below);
     }
     for (const [id, el] of this.edges) if (!eseen.has(id)) { el.remove(); this.edges.delete(id); }
     this.drawSegments(v, place, graph);
   }
 
   private drawNode(it: VItem, p: Pos): void {
-    const { grad, computed } = itemGrad(it);
+    const { grad, computed, worst } = itemGrad(it);
     const gc = gradClass(grad);
     const kind = kindOf(it);
     const n = it.node;
@@ -168,12 +190,20 @@ export class GraphView {
     if (n?.error) flags.push("error");
     if (n?.recomputed) flags.push("recomputed");
     if (n?.segment) flags.push("checkpointed");
+    if (this.replayed) flags.push("replayed");
     const cls = `vnode kind-${kind} grad-${gc}${it.ghost ? " ghost" : ""}${this.selected === it.vid ? " selected" : ""}` +
       `${this.focus === it.vid ? " focus" : ""}${flags.map((f) => " " + f).join("")}`;
     const title = n ? nodeTitle(n) : it.label;
-    const sub = n ? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
+    const numel = n ? n.shape.reduce((a, b) => a * b, 1) : Infinity;
+    const numbers = !!n && numel <= this.numbersUpTo;
+    const data = numbers && n.values && n.values.length === numel ? `data ${numbersText(n.values)}` : null;
+    const gvals = numbers && grad?.values && grad.values.length === numel ? `grad ${numbersText(grad.values)}` : null;
+    const sub = n ? data ?? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
     // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
-    const badge = n?.error ? "error" : gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : GRAD_CLASSES[gc].word;
+    // a group flags how many of its members are in its worst class
+    const word = GRAD_CLASSES[gc].word;
+    const badge = n?.error ? "error" : gvals && (gc === "ok" || gc === "zero") ? gvals :
+      gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
     const colour = gradColor(grad);
     const badgeColour = n?.error ? ERROR_COLOUR : colour;
     const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}`;
@@ -206,13 +236,15 @@ export class GraphView {
     if (n?.recomputed) el.append(s("rect", { class: "rc-ring", x: -4, y: -4, width: NODE_W + 8, height: NODE_H + 8, rx: 9 }));
     const t1 = s("text", { class: "l1", x: NODE_W / 2, y: 17 }, n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21));
     const t2 = s("text", { class: "l2", x: NODE_W / 2, y: 33 }, clip(sub, 26));
+    if (numbers) el.dataset.numbers = "1"; else delete el.dataset.numbers;
     const tip = n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`;
     el.append(t1, t2, s("title", {}, tip));
     if (badge) {
       // above the node's top edge, so it never sits on the title
       const bc = n?.error ? "error" : gc;
-      el.append(s("rect", { class: `badge badge-${bc}`, x: NODE_W - 66, y: -15, width: 70, height: 14, rx: 7, fill: badgeColour }));
-      const txt = s("text", { class: `badge-text badge-${bc}`, x: NODE_W - 31, y: -4.5 }, badge);
+      const bw = Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)); // numbers may need more room
+      el.append(s("rect", { class: `badge badge-${bc}`, x: NODE_W + 4 - bw, y: -15, width: bw, height: 14, rx: 7, fill: badgeColour }));
+      const txt = s("text", { class: `badge-text badge-${bc}`, x: NODE_W + 4 - bw / 2, y: -4.5 }, clip(badge, 24));
       txt.style.fill = textOn(badgeColour); // readable on every ramp colour (dark purple to yellow)
       el.append(txt);
     }
@@ -221,13 +253,21 @@ export class GraphView {
     }
   }
 
-  private drawEdge(id: string, e: VEdge, a: Pos, b: Pos): void {
+  /** `below`: the source is a checkpoint node with its recomputed column beside it; the edge runs straight down
+   * to the column's bottom first, so it visibly comes from the checkpoint node, not from the column's last node. */
+  private drawEdge(id: string, e: VEdge, a: Pos, b: Pos, below?: number): void {
     const gc = gradClass(e.grad);
     const colour = gradColor(e.grad);
     const w = gradWidth(e.grad);
-    const x1 = a.x, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y - NODE_H / 2 - 2;
+    const x1 = a.x, x2 = b.x, y2 = b.y - NODE_H / 2 - 2;
+    let y1 = a.y + NODE_H / 2;
+    let start = "";
+    if (below !== undefined && below + 8 < y2) {
+      start = `M${x1},${y1} L${x1},${below + 8} `;
+      y1 = below + 8;
+    }
     const dy = Math.max(20, (y2 - y1) / 2);
-    const d = `M${x1},${y1} C${x1},${y1 + dy} ${x2},${y2 - dy} ${x2},${y2}`;
+    const d = `${start || `M${x1},${y1} `}C${x1},${y1 + dy} ${x2},${y2 - dy} ${x2},${y2}`;
     const rc = !!e.recompute;
     const sig = `${d}|${colour}|${w}|${gc}|${e.ghost}|${rc}`;
     let el = this.edges.get(id);
@@ -281,7 +321,7 @@ export class GraphView {
       lab.setAttribute("y", String(r.label.y));
       lab.dataset.segment = String(r.ordinal);
       lab.setAttribute("class", `segment-label state-${seg.state}`);
-      lab.textContent = `checkpoint #${seg.ordinal} · ${seg.name} · ${segmentLabel(seg)}`;
+      lab.textContent = `checkpoint #${seg.ordinal} · ${segmentName(seg.name)} · ${segmentLabel(seg)}`;
     }
     for (const [o, el] of this.segs) if (!keep.has(o)) { el.remove(); this.segs.delete(o); }
     for (const [o, el] of this.segLabels) if (!keep.has(o)) { el.remove(); this.segLabels.delete(o); }
@@ -292,6 +332,13 @@ export class GraphView {
   }
 }
 
+/** A segment's name as a reader takes it: checkpoint_sequential names its segments "layers[2]", which reads like
+ * an index; it means a segment of 2 layers. */
+export function segmentName(name: string): string {
+  const m = /^layers\[(\d+)\]$/.exec(name);
+  return m ? `${m[1]} layer${m[1] === "1" ? "" : "s"}` : name;
+}
+
 /** What a segment's shading says about it, by state. */
 export function segmentLabel(seg: Segment): string {
   switch (seg.state) {
@@ -300,6 +347,12 @@ export function segmentLabel(seg: Segment): string {
     case "recomputing": return "↻ recomputing…";
     default: return `↻ recomputed (${seg.ops} ops)`;
   }
+}
+
+/** Values on a node: a number, or a short list "[0.5, -1]". */
+export function numbersText(vals: (number | null)[]): string {
+  const one = (v: number | null) => (v === null ? "NaN/Inf" : fmt(v, 4));
+  return vals.length === 1 ? one(vals[0]) : `[${vals.map(one).join(", ")}]`;
 }
 
 /** A node's first label line: op name (↻ marks a recomputation), a leaf's name, or what an unnamed leaf is. */

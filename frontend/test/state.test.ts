@@ -149,6 +149,8 @@ test("cache banner says which function hit and where", () => {
   m.apply(ev("graph_cache", { action: "miss", fn: "train.<locals>.evaluate" }, null));
   assert.equal(cacheBadgeText(m.lastCache, m.totals.last, 3), "● graph cache miss: evaluate() ran and its graph was recorded outside the training steps");
   m.apply(ev("graph_cache", { action: "hit", key: "train.<locals>.evaluate([359, 64] float32)", ops: 9 }, 3));
-  assert.equal(cacheBadgeText(m.lastCache, m.totals.last, 3), "↻ graph cache hit: evaluate() replayed its cached graph, 9 ops in this step, nothing re-recorded");
+  assert.equal(cacheBadgeText(m.lastCache, m.totals.last, 3), "↻ graph cache hit: evaluate([359, 64] float32) replayed its cached graph, 9 ops in this step, nothing re-recorded");
   assert.equal(cacheBadgeText(null, "hit", 3), "↻ graph cache hit: the cached graph was replayed");
+  m.apply(ev("graph_cache", { action: "miss", fn: "Model.forward" }, 4));
+  assert.equal(cacheBadgeText(m.lastCache, m.totals.last, 4), "● graph cache miss: Model.forward() ran and its graph was recorded in this step");
 });

@@ -10,7 +10,7 @@ usage: rtxviz [-h] [--version] COMMAND ...
 ...
 True
 >>> list(COMMANDS)
-['serve', 'import', 'export', 'render']
+['serve', 'import', 'export', 'render', 'lesson']
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .registry import COMMANDS, build_parser, command, fail, main
 from . import serve  # noqa: F401
 from . import transfer  # noqa: F401
 from . import render  # noqa: F401
+from . import lesson  # noqa: F401
 # isort: on
 
 __all__ = ["COMMANDS", "build_parser", "command", "fail", "main"]

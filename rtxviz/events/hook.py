@@ -25,8 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from ..engine import hooks as _hooks
+from ..engine.grad_mode import STATE as _GRAD_STATE
 from ..engine.graph import TapeNode
 from ..engine.hooks import EngineHook
+from ..engine.variable import Variable
 from ..schema import CORE_KINDS, KIND_PATTERN, EventError, validate_event
 from ..summary import count_nonfinite, tensor_stats
 from .fields import jsonable
@@ -44,6 +47,9 @@ _DTYPE_NAMES: dict[Any, str] = {}
 _ATTRS: dict[tuple, Any] = {}
 _ATTRS_MAX = 4096
 _PLAIN = frozenset({int, bool, str, type(None)})
+#: Op kinds whose backward multiplies the output gradient element by element by d(output)/d(input): their rule
+#: run on ones is that local derivative (see `EventHook.local_derivatives`).
+_LOCAL_KINDS = frozenset({"elementwise", "broadcast_binary"})
 
 
 def _attrs_json(attrs: dict) -> Any:
@@ -85,6 +91,11 @@ def _values(array: Any) -> list:
     if type(flat) is not np.ndarray:
         flat = flat.get()
     return [v if isinstance(v, int) or math.isfinite(v) else None for v in flat.tolist()]
+
+
+def _hook_lists() -> tuple[list, list, list]:
+    """The engine's hook lists (attached, tracing, overriding), for detaching them all for a moment."""
+    return _hooks.ACTIVE, _hooks.TRACING, _hooks.OVERRIDING
 
 
 class EventHook(EngineHook):
@@ -274,8 +285,13 @@ class EventHook(EngineHook):
             if i < len(nxt) and nxt[i] is not None:
                 # a node: its grad_output, if nothing else adds to it; a leaf: its .grad, if it had none
                 cache[id(nxt[i])] = (gi, s)
-        self.sink({"v": 1, "kind": "grad", "t": _now(), "step": self.step, "node": node.id,
-                   "output": out_stats, "inputs": ins})
+        ev = {"v": 1, "kind": "grad", "t": _now(), "step": self.step, "node": node.id,
+              "output": out_stats, "inputs": ins}
+        if out_data.size <= vm and getattr(node.op, "kind", None) in _LOCAL_KINDS:
+            local = self.local_derivatives(node, out_data)
+            if local is not None:
+                ev["local"] = local
+        self.sink(ev)
         if bad_in and self.check_anomalies and self._anomalies < self.anomalies_per_step:
             self._anomalies += 1
             self._anomalous.add(id(node))
@@ -288,6 +304,43 @@ class EventHook(EngineHook):
                 "message": (f"backward of {name} node #{node.id} produced NaN/Inf gradients for input(s) {bad_in}"
                             + (" from a finite output gradient" if origin else "")),
             })
+
+    @staticmethod
+    def local_derivatives(node: Any, out_grad: Any) -> list | None:
+        """d(output)/d(input i) of an elementwise node at its inputs, as value lists (None for an input that needs
+        no gradient, or whose shape differs from the output's: a broadcast input's gradient is a sum, not a
+        product). The node's own backward rule run on ones: the engine's arithmetic, not a restatement of it.
+
+        Runs with every engine hook detached and grad mode off, so the extra rule is neither recorded (a graph
+        cache capture, this hook) nor checked (detect_anomaly): it is not part of the user's computation.
+
+        >>> from rtxviz import Tensor, Variable
+        >>> x = Variable.from_tensor(Tensor.from_slice([0.5, -1.0], [2]), name="x")
+        >>> y = x.tanh()
+        >>> [round(v, 4) for v in EventHook.local_derivatives(y._node, y.data)[0]]  # 1 - tanh(x)^2
+        [0.7864, 0.42]
+        """
+        saved = (_hooks.ACTIVE[:], _hooks.TRACING[:], _hooks.OVERRIDING[:])
+        prev = _GRAD_STATE.enabled
+        for hook_list in _hook_lists():
+            hook_list.clear()
+        _GRAD_STATE.enabled = False
+        try:
+            seed = out_grad.copy()  # numpy or cupy alike
+            seed.fill(1)
+            ones = Variable._wrap(seed, None)
+            rule = node.op.backward(node, ones)
+        except Exception:  # a rule that cannot run twice (it freed what it saved): no local derivative then
+            return None
+        finally:
+            _GRAD_STATE.enabled = prev
+            for hook_list, kept in zip(_hook_lists(), saved, strict=True):
+                hook_list[:] = kept
+        out: list = []
+        for r in rule:
+            d = None if r is None else r.data
+            out.append(None if d is None or d.shape != out_grad.shape else _values(d))
+        return out
 
     def leaf_grad(self, variable: Any, grad: Any) -> None:
         cached = self._grad_cache.pop(id(variable), None)

@@ -65,3 +65,27 @@ def anomaly_error_run() -> list[dict[str, Any]]:
             with detect_anomaly(forward=False):
                 ((x * w).sqrt()).sum().backward()
     return recorded("anomaly-error", body)
+
+
+MICROGRAD_B = 6.8813735870195432  # micrograd's neuron bias: tanh(x1*w1 + x2*w2 + b) = 0.7071 (= 1/sqrt(2))
+
+
+def neuron_run() -> list[dict[str, Any]]:
+    """micrograd's neuron by hand: o = tanh(x1*w1 + x2*w2 + b), x1 = 2, x2 = 0, w1 = -3, w2 = 1. By hand (the
+    closed form): o = 1/sqrt(2), do/dn = 1 - o^2 = 0.5, so x1.grad = w1 * 0.5 = -1.5, w1.grad = x1 * 0.5 = 1,
+    x2.grad = w2 * 0.5 = 0.5, w2.grad = x2 * 0.5 = 0."""
+    def body(run: Any) -> None:
+        with run.step(0):
+            x1, x2, w1, w2 = var([2.0], "x1"), var([0.0], "x2"), var([-3.0], "w1"), var([1.0], "w2")
+            b = var([MICROGRAD_B], "b")
+            ((x1 * w1 + x2 * w2 + b).tanh()).sum().backward()
+    return recorded("neuron", body)
+
+
+def fan_out_run() -> list[dict[str, Any]]:
+    """b = a + a with a = 3: the two arrivals at a are 1 and 1, its gradient their sum, 2."""
+    def body(run: Any) -> None:
+        with run.step(0):
+            a = var([3.0], "a")
+            (a + a).sum().backward()
+    return recorded("fan-out", body)

@@ -118,7 +118,9 @@ def test_gradient_badges_are_readable_at_every_norm(page, server):
     post_events(server, "ladder", norm_ladder(norms))
     page.goto(server + "/")
     page.wait_for_selector(f'#counts[data-total="{2 * len(norms)}"]')
-    pairs = page.evaluate("""() => [...document.querySelectorAll('g.vnode')].filter(n => n.querySelector('rect.badge'))
+    pairs = page.evaluate("""() => [...document.querySelectorAll('g.vnode')]
+      .filter(n => (n.dataset.key || '').startsWith('|tanh|'))
+      .filter(n => n.querySelector('rect.badge'))
       .map(n => { const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
         return [n.dataset.key, rgb(getComputedStyle(n.querySelector('rect.badge')).fill),
                 rgb(getComputedStyle(n.querySelector('text.badge-text')).fill)]; })""")
@@ -166,3 +168,175 @@ def test_anomaly_error_ends_backward(page, server):
     assert "running" not in page.locator("#counts").text_content()
     # the NaN/Inf it sent is marked on sqrt (the hook saw it before detect_anomaly raised)
     assert "anomaly" in page.locator("g.vnode[data-key='|sqrt|1']").get_attribute("class").split()
+
+
+def _box(page, sel: str) -> list:
+    return page.evaluate("s => { const b = document.querySelector(s).getBoundingClientRect();"
+                         " return [b.left, b.top, b.right, b.bottom]; }", sel)
+
+
+def test_a_cache_hit_step_shows_the_replayed_graph_and_the_banner_covers_nothing(page, server):
+    # defect 4: picking the hit step (it records no nodes: the replay builds none) showed an empty canvas
+    events = known_graph()
+    hit = next(e for e in events if e["kind"] == "graph_cache" and e["action"] == "hit")
+    hit["key"] = "Trainer.step.<locals>.mlp([2, 3] float32)"
+    post_events(server, "cache", events)
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="10"]')
+    banner = page.locator("#graph-badge")
+    assert "mlp([2, 3] float32) replayed" in banner.text_content()  # not cut at "("
+    page.select_option("#step-select", "1")
+    page.wait_for_function("document.querySelectorAll('g.vnode.replayed').length === 10")
+    assert "step 1 replayed the graph recorded in step 0" in banner.text_content()
+    assert "replayed" in page.locator("#counts").text_content()
+    bb = _box(page, "#graph-badge")
+    badges = page.evaluate("() => [...document.querySelectorAll('rect.badge')].map(r => { const b ="
+                           " r.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })")
+    assert badges
+    assert [b for b in badges if b[0] < bb[2] and bb[0] < b[2] and b[1] < bb[3] and bb[1] < b[3]] == []
+
+
+def vanishing_bias_graph(n_ok: int = 8, n_vanishing: int = 6) -> list[dict]:
+    """A module `model.k` whose ops mostly get healthy gradients but whose bias adds get vanishing ones."""
+    out = [ev("run_start", None, name="vanishing-bias"), ev("step_begin", 0),
+           ev("leaf", 0, id=1, name="x", shape=[4], dtype="float32", device="cpu", requires_grad=False)]
+    prev = {"leaf": 1}
+    grads = []
+    for i in range(1, n_ok + n_vanishing + 1):
+        vanish = i > n_ok
+        out.append(ev("node", 0, id=i, op="add" if vanish else "tanh", inputs=[prev], shape=[4], dtype="float32",
+                      device="cpu", module=f"model.k.{i}", rule="r", saved_bytes=16))
+        grads.append(ev("grad", 0, node=i, output={"shape": [4], "norm": 1e-9 if vanish else 2.0, "min": 0.0,
+                                                        "max": 0.0}, inputs=[None]))
+        prev = {"node": i}
+    out.append(ev("node", 0, id=99, op="sum", inputs=[prev], shape=[], dtype="float32", device="cpu", module=None,
+                  rule="r", saved_bytes=0))
+    out.append(ev("backward_begin", 0, roots=[{"node": 99}]))
+    out += reversed(grads)
+    out += [ev("backward_end", 0), ev("step_end", 0)]
+    return out
+
+
+def test_a_collapsed_group_shows_its_vanishing_gradients_and_alerts_list_them(page, server):
+    # defect 5: a group showed its largest gradient, hiding its vanishing ones; Alerts only listed NaN/Inf
+    post_events(server, "vb", vanishing_bias_graph())
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="16"]')
+    page.click("#collapse-btn")
+    group = page.locator("g.vnode[data-vid='G:model']")
+    group.wait_for()
+    assert group.get_attribute("data-grad-class") == "vanishing"
+    assert group.locator("text.badge-text").text_content() == "6 vanishing"
+    alerts = page.locator("#alerts").text_content()
+    assert "6 vanishing gradients" in alerts and "model.k.9" in alerts
+
+
+def test_the_edge_out_of_a_checkpoint_leaves_beside_its_recomputed_column(page, server):
+    # defect 6: the checkpoint node's edge to the next op ran under the recomputed column, as if the last
+    # recomputed node fed the next layer: it goes straight down, left of the column, to below the segment
+    post_events(server, "known", known_graph())
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="10"]')
+    page.wait_for_function("document.body.dataset.layoutItems === '10'")
+    r = page.evaluate("""() => {
+      const pos = {};
+      for (const n of document.querySelectorAll('g.vnode')) {
+        const m = /translate\\(([-\\d.e]+),([-\\d.e]+)\\)/.exec(n.getAttribute('transform'));
+        pos[n.dataset.vid] = [+m[1], +m[2]];
+      }
+      const e = [...document.querySelectorAll('path.edge')].find(e => e.dataset.from === 'model.block|checkpoint|1');
+      const pts = [];
+      for (let i = 0; i <= 60; i++) { const p = e.getPointAtLength(e.getTotalLength() * i / 60); pts.push([p.x, p.y]); }
+      return { pos, pts };
+    }""")
+    ck_x = r["pos"]["model.block|checkpoint|1"][0] + 75
+    mul_bottom = r["pos"]["rc1:model.block|mul|1"][1] + 44
+    column_left = r["pos"]["rc1:model.block|mul|1"][0]
+    assert [p for p in r["pts"] if p[1] <= mul_bottom and abs(p[0] - ck_x) > 1] == []
+    assert all(p[0] < column_left for p in r["pts"])
+
+
+def test_unsampled_steps_are_marked_in_the_picker_and_an_empty_step_says_why(page, server):
+    # defect 7: with sample_every=3 the picker listed steps 1 and 2 like the others; picking one drew nothing
+    from .engine_runs import recorded, var
+
+    def body(run):
+        w = var([0.5, -0.5], "w")
+        for i in range(4):
+            with run.step(i):
+                (w * w).sum().backward()
+
+    post_events(server, "sampled", recorded("sampled", body, sample_every=3))
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="3"]')
+    opts = page.evaluate("() => [...document.querySelectorAll('#step-select option')].map(o => [o.value,"
+                         " o.textContent, o.disabled])")
+    by = {v: (t, d) for v, t, d in opts}
+    assert by["1"] == ("step 1 · not sampled", True) and by["2"] == ("step 2 · not sampled", True)
+    assert by["3"] == ("step 3", False) and by["0"] == ("step 0", False)
+    page.evaluate("() => { const s = document.querySelector('#step-select'); s.value = '2';"
+                  " s.dispatchEvent(new Event('change')); }")
+    note = page.locator("#graph-note")
+    note.wait_for()
+    assert note.text_content() == "step 2 was not sampled: the run records the graph of every 3rd step"
+    assert page.evaluate("document.querySelectorAll('g.vnode').length") == 0
+
+
+def _key_attr(page, key: str, attr: str):
+    return page.evaluate("([k, a]) => { const e = [...document.querySelectorAll('g.vnode')]"
+                         ".find(n => n.dataset.key === k); return e ? e.getAttribute(a) : null; }", [key, attr])
+
+
+def test_smaller_defects_labels_legend_and_picker(page, server):
+    # defect 9: "layers[2]" read like an index; "gradient grad: not computed yet"; "newest (live)" while
+    # scrubbing; no legend entry for the origin fill or the recomputing state
+    events = known_graph()
+    for e in events:
+        if e["kind"] == "checkpoint" and e.get("phase") == "begin":
+            e["name"] = "layers[2]"
+    post_events(server, "known", events)
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="10"]')
+    assert page.locator("text.segment-label").text_content().startswith("checkpoint #1 · 2 layers · ")
+    page.evaluate("k => [...document.querySelectorAll('g.vnode')].find(n => n.dataset.key === k)"
+                  ".dispatchEvent(new MouseEvent('click', {bubbles: true}))", "model.aux|exp|1")
+    body = page.locator("#inspector-body").text_content()
+    assert "gradient: not computed yet" in body and "grad: not computed" not in body
+    legend = page.locator("#legend").text_content()
+    assert "first NaN/Inf" in legend and "segment recomputing" in legend and "backward raised here" in legend
+    page.evaluate("() => { const s = document.querySelector('#scrub'); s.value = '8';"
+                  " s.dispatchEvent(new Event('input')); }")
+    assert page.evaluate("() => { const s = document.querySelector('#step-select');"
+                         " return s.options[s.selectedIndex].textContent; }") == "step 0"
+
+
+def test_a_leaf_shows_its_arrived_gradient_while_stepping_through_backward(page, server):
+    # defect 9: during step-through a leaf stayed "not computed" while its incoming edge was already coloured
+    post_events(server, "known", known_graph())
+    page.goto(server + "/")
+    page.wait_for_selector('#counts[data-total="10"]')
+    page.click("#teach-btn")
+    for _ in range(4):
+        page.click("#teach-next")
+    assert page.locator(".teach-op").text_content() == "add (2, 2)"  # its backward sent 3.5 to the bias
+    assert _key_attr(page, "L:model.fc.bias", "data-grad-class") == "ok"
+    page.click("#teach-prev")  # one node earlier the bias has received nothing
+    assert _key_attr(page, "L:model.fc.bias", "data-grad-class") == "none"
+
+
+def test_token_prompt_names_where_the_token_comes_from_and_asks_again(browser, token_server):
+    # defect 9: the prompt said the token is printed by `rtxviz serve` (it is not) and a wrong one ended it
+    post_events(token_server, "secured", known_graph(), token="s3cret")
+    ctx = browser.new_context(viewport={"width": 1400, "height": 860}, bypass_csp=True)
+    try:
+        pg = ctx.new_page()
+        asked: list[str] = []
+        answers = iter(["wrong", "s3cret"])
+        pg.on("dialog", lambda d: (asked.append(d.message), d.accept(next(answers))))
+        pg.goto(token_server + "/")
+        pg.wait_for_selector('#counts[data-total="10"]', timeout=30_000)
+        assert len(asked) == 2
+        assert "printed" not in asked[0] and "--token" in asked[0] and "RTXVIZ_TOKEN" in asked[0]
+        assert "refused" in asked[1]
+    finally:
+        ctx.close()

@@ -49,7 +49,7 @@ def test_known_graph_nodes_labels_and_kinds(page, server):
                            " n.querySelector('text.l1').textContent, n.querySelector('text.l2').textContent])")
     by_key = {k: (kind, l1, l2) for k, kind, l1, l2 in labels}
     assert by_key[MATMUL] == ("op", "matmul", "(2, 2)")
-    assert by_key[SUM] == ("output", "sum", "()")  # the backward root
+    assert by_key[SUM] == ("output", "sum", "data 185.3")  # the backward root, a scalar: its value shown
     assert by_key["L:x"] == ("input", "x", "(2, 3)")
     assert by_key["L:model.fc.bias"] == ("param", "fc.bias", "(2,)")  # "model." is implied
     assert by_key[RELU] == ("op", "↻ relu", "(2, 2)")

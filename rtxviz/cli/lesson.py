@@ -1,0 +1,126 @@
+"""`rtxviz lesson`: list the lessons, run one (or all) in the live page, or export them as offline HTML.
+
+``rtxviz lesson`` lists them; ``rtxviz lesson NAME`` streams that lesson's engine run to ``--url`` (or to a
+server it starts on a free port, kept serving until Ctrl-C) and prints the page's address; ``--all`` runs every
+lesson, so the page's "next" button finds each one's run; ``--export DIR`` writes one self-contained HTML file
+per lesson (``01-neuron.html``, ...) and an ``index.html`` listing them, for a course page with no server.
+
+>>> from rtxviz.cli import build_parser
+>>> args = build_parser().parse_args(["lesson", "neuron", "--url", "http://127.0.0.1:8000"])
+>>> (args.name, args.url, args.all)
+('neuron', 'http://127.0.0.1:8000', False)
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .registry import command
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="the lesson (name or number); none: list them")
+    p.add_argument("--all", action="store_true", help="run every lesson (from NAME on, when given)")
+    p.add_argument("--url", default=os.environ.get("RTXVIZ_SERVER"),
+                   help="the server to stream to (default $RTXVIZ_SERVER; none: start one)")
+    p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
+    p.add_argument("--port", type=int, default=0, help="port of the server it starts (default: a free one)")
+    p.add_argument("--export", type=Path, metavar="DIR", help="write the lessons as offline HTML files into DIR")
+    p.add_argument("--no-wait", action="store_true", help="do not keep the started server running afterwards")
+
+
+def _start_server(port: int) -> tuple[str, object]:
+    """A viewer server on 127.0.0.1 in a thread (SQLite under ~/.rtxviz), and its address."""
+    import socket
+
+    import uvicorn
+
+    from ..store import default_db_path
+    from ..web import Settings, create_app
+
+    app = create_app(db=default_db_path(), settings=Settings(allowed_hosts=["127.0.0.1", "localhost"]))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="rtxviz-lesson-server").start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", server
+
+
+def export_lessons(lessons: list, out: Path) -> list[Path]:
+    """One offline HTML file per lesson (its run recorded in memory, its text beside the graph), and an index."""
+    from ..export.html import export_html
+    from ..lessons import run_lesson
+
+    class Keep:
+        def __init__(self) -> None:
+            self.events: list[dict] = []
+
+        def send(self, run: object, lines: list, dropped: int) -> None:
+            import json
+
+            self.events.extend(json.loads(line) for line in lines)
+
+        def close(self) -> None:
+            pass
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for lesson in lessons:
+        keep = Keep()
+        run_lesson(lesson, transport=keep)
+        events = [dict(e, seq=i) for i, e in enumerate(keep.events, 1)]
+        path = out / f"{lesson.number:02d}-{lesson.name}.html"
+        export_html(events, str(path), run={"id": f"lesson-{lesson.name}", "name": lesson.run_name,
+                                            "status": "ok"})
+        written.append(path)
+    items = "".join(f'<li><a href="{html.escape(p.name)}">{html.escape(x.run_name)}</a></li>'
+                    for p, x in zip(written, lessons, strict=True))
+    (out / "index.html").write_text(f"<!doctype html><meta charset='utf-8'><title>rtxviz lessons</title>"
+                                    f"<h1>rtxviz lessons</h1><ol>{items}</ol>", encoding="utf-8")
+    return written
+
+
+@command("lesson", "list the lessons, run one in the live page, or export them as offline HTML", _args)
+def lesson(args: argparse.Namespace) -> int:
+    from ..lessons import catalog, find, run_lesson
+
+    lessons = catalog()
+    try:
+        start = find(args.name) if args.name else None
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.export:
+        chosen = lessons if start is None else (lessons[lessons.index(start):] if args.all else [start])
+        for path in export_lessons(chosen, args.export):
+            print(path)
+        return 0
+    if start is None:
+        for x in lessons:
+            print(f"{x.number:2d}  {x.name:<12} {x.title}")
+        print("\nrun one: rtxviz lesson NAME [--url http://127.0.0.1:8000]", file=sys.stderr)
+        return 0
+    chosen = lessons[lessons.index(start):] if args.all else [start]
+    url, server = (args.url, None) if args.url else _start_server(args.port)
+    for x in chosen:
+        run_lesson(x, url=url, token=args.token)
+        print(f"{x.run_name}: {url}/")
+    if server is not None and not args.no_wait:
+        print("serving the lessons; Ctrl-C stops", file=sys.stderr)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
