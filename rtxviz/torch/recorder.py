@@ -132,6 +132,8 @@ class TorchRecorder:
         self._recompute: int | None = None        # the segment being recomputed now
         self._recomputed: set[int] = set()        # ids of recomputed nodes (this step)
         self._before: dict[int, torch.Tensor] = {}  # id(param) -> its copy before the optimizer step
+        self._no_grad_outputs: list[tuple[torch.Tensor, str, str | None]] = []  # reentrant checkpoint outputs
+        self._segment_names: dict[Any, str] = {}  # reentrant checkpoint node -> the module it checkpoints
         self._mode: _Mode | None = None
         self._saved_hooks: Any = None
         self.attached = False
@@ -192,6 +194,8 @@ class TorchRecorder:
         self._acc.clear()
         self._recomputed.clear()
         self._recompute = None
+        self._no_grad_outputs.clear()
+        self._segment_names.clear()
 
     def node_id(self, grad_fn: Any) -> int | None:
         """The id this step's events give `grad_fn` (a node), or None when it was not reported."""
@@ -229,7 +233,15 @@ class TorchRecorder:
     def _module_post(self, path: str, module: Any, args: Any, output: Any) -> None:
         if self._stack and self._stack[-1] == path:
             self._stack.pop()
-        if self._recompute is not None and self.recording:
+        if not self.recording:
+            return
+        if not self._in_backward and not torch.is_grad_enabled() and any(
+                t.requires_grad for t in _tensors(args)):
+            # a module run without grad on inputs that need it: torch.utils.checkpoint's reentrant variant (its
+            # node, made around this very output, is named after the module once backward finds it)
+            for t in _tensors(output):
+                self._no_grad_outputs.append((t, path, self._stack[-1] if self._stack else None))
+        if self._recompute is not None:
             roots = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
             self._walk(roots, default_module=path)
 
@@ -237,6 +249,11 @@ class TorchRecorder:
     def run_backward(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """Report the graph behind the roots, hook its nodes, then run the backward `func` was asked for."""
         roots = _tensors(args[0] if args else kwargs.get("tensors", kwargs.get("outputs", ())))
+        for t, path, parent in self._no_grad_outputs:
+            if t.grad_fn is not None and t.grad_fn.name() == REENTRANT_CHECKPOINT:
+                self._labels[t.grad_fn] = _Label("checkpoint", parent, t, 0)
+                self._segment_names[t.grad_fn] = path
+        self._no_grad_outputs.clear()
         self._walk([t.grad_fn for t in roots if t.grad_fn is not None])
         refs = []
         for t in roots:
@@ -307,7 +324,7 @@ class TorchRecorder:
         seg = None
         if checkpoint:
             op = "checkpoint"
-            seg = self._new_segment(module or "checkpoint")
+            seg = self._new_segment(self._segment_names.pop(fn, None) or module or "checkpoint")
         ev: dict[str, Any] = {"kind": "node", "id": nid, "op": op, "inputs": refs, "shape": shape, "dtype": dtype,
                               "device": device, "module": module, "attrs": {"grad_fn": grad_fn_name},
                               "saved_bytes": saved}
