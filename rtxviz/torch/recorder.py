@@ -39,7 +39,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .convert import as_numpy, combine, dtype_name, stats_of
-from .names import ACCUMULATE_GRAD, REENTRANT_CHECKPOINT, op_from_function, op_from_grad_fn
+from .names import ACCUMULATE_GRAD, METADATA_KEY, REENTRANT_CHECKPOINT, op_from_function, op_from_grad_fn
 
 _now = time.time
 _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
@@ -338,7 +338,9 @@ class TorchRecorder:
         if seg is not None:
             self._emit({"kind": "checkpoint", "phase": "end", "segment": seg, "ops": 1, "saved_bytes": saved})
             self._node_handles.append(fn.register_prehook(partial(self._checkpoint_pre, seg)))
-        self._node_handles.append(fn.register_hook(partial(self._grad, nid, tuple(keep), checkpoint)))
+        # what rtxviz.render reads back from the node itself (render(tensor) after backward): names and gradients
+        info = fn.metadata[METADATA_KEY] = {"op": op, "module": module}
+        self._node_handles.append(fn.register_hook(partial(self._grad, nid, tuple(keep), checkpoint, info)))
 
     def _leaf(self, fn: Any) -> None:
         t = fn.variable
@@ -365,10 +367,12 @@ class TorchRecorder:
                 ev["values"] = stats_of(t, self.values_max_numel).get("values")
             self._emit(ev)
         self._acc[fn] = lid
+        fn.metadata[METADATA_KEY] = {"name": self._param_names.get(k)}
         self._node_handles.append(fn.register_hook(partial(self._leaf_grad, lid)))
 
     # -- backward --------------------------------------------------------------------------------------------
-    def _grad(self, nid: int, keep: tuple, checkpoint: bool, grad_inputs: tuple, grad_outputs: tuple) -> None:
+    def _grad(self, nid: int, keep: tuple, checkpoint: bool, info: dict, grad_inputs: tuple,
+              grad_outputs: tuple) -> None:
         if not self.recording:
             return
         if self._recompute is not None and (checkpoint or nid not in self._recomputed):
@@ -377,9 +381,9 @@ class TorchRecorder:
         outs = [stats_of(g, vm) for g in grad_outputs if g is not None]
         ins = [stats_of(grad_inputs[i], vm) if i < len(grad_inputs) and grad_inputs[i] is not None else None
                for i in keep]
-        self._emit({"kind": "grad", "node": nid,
-                    "output": combine(outs) if outs else {"shape": [], "norm": 0.0, "min": None, "max": None},
-                    "inputs": ins})
+        out = combine(outs) if outs else {"shape": [], "norm": 0.0, "min": None, "max": None}
+        info["grad"], info["input_grads"] = out, ins
+        self._emit({"kind": "grad", "node": nid, "output": out, "inputs": ins})
 
     def _leaf_grad(self, lid: int, grad_inputs: tuple, grad_outputs: tuple) -> None:
         if self.recording and grad_outputs and grad_outputs[0] is not None:
