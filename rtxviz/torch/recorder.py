@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..summary import norm as summary_norm
 from .convert import as_numpy, combine, dtype_name, stats_of
 from .names import ACCUMULATE_GRAD, METADATA_KEY, REENTRANT_CHECKPOINT, op_from_function, op_from_grad_fn
 
@@ -458,8 +459,10 @@ def _unpack(t: torch.Tensor) -> torch.Tensor:
 
 
 def _norm(t: torch.Tensor) -> float | None:
-    v = float(torch.linalg.vector_norm(t.detach(), dtype=torch.float64))
-    return v if v == v and v != float("inf") else None
+    """‖t‖ through rtxviz.summary (one pass in C on a NumPy view; torch's vector_norm with a float64
+    accumulator measured 4 ms per resnet18 parameter on one core, ~0.3 s a step for three norms each), None when
+    not finite."""
+    return summary_norm(as_numpy(t))
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
