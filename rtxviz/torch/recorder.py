@@ -51,10 +51,11 @@ _TABLE_MAX = 1 << 16
 class _Label:
     """What the function mode saw making a node: the op name, module path, output meta, bytes saved."""
 
-    __slots__ = ("op", "module", "shape", "dtype", "device", "saved")
+    __slots__ = ("op", "module", "shape", "dtype", "device", "saved", "t")
 
     def __init__(self, op: str, module: str | None, t: torch.Tensor, saved: int) -> None:
         self.op, self.module, self.saved = op, module, saved
+        self.t = _now()  # when forward made it: the node event carries this time (the walk emits it later)
         self.shape, self.dtype, self.device = list(t.shape), dtype_name(t.dtype), str(t.device)
 
 
@@ -131,6 +132,7 @@ class TorchRecorder:
         self._handles: list[Any] = []
         self._in_backward = 0
         self._recompute: int | None = None        # the segment being recomputed now
+        self._forward_t: float | None = None      # forward time of the last labelled node the walk reported
         self._recomputed: set[int] = set()        # ids of recomputed nodes (this step)
         self._before: dict[int, torch.Tensor] = {}  # id(param) -> its copy before the optimizer step
         self._no_grad_outputs: list[tuple[torch.Tensor, str, str | None]] = []  # reentrant checkpoint outputs
@@ -308,6 +310,7 @@ class TorchRecorder:
         if label is not None:
             op, shape, dtype, device, saved = label.op, label.shape, label.dtype, label.device, label.saved
             module = label.module or module
+            self._forward_t = label.t
         else:
             op, saved = op_from_grad_fn(grad_fn_name), 0
             meta = fn._input_metadata  # what PyTorch knows of the node's (first) output: the gradient's shape
@@ -335,7 +338,8 @@ class TorchRecorder:
             self._recomputed.add(nid)
         elif seg is not None:
             ev["segment"] = seg
-        self._emit(ev)
+        # stamped with when forward ran it (a node no call was seen making: its maker's time), not the walk's
+        self._emit(ev, self._forward_t if self._recompute is None else None)
         if seg is not None:
             self._emit({"kind": "checkpoint", "phase": "end", "segment": seg, "ops": 1, "saved_bytes": saved})
             self._node_handles.append(fn.register_prehook(partial(self._checkpoint_pre, seg)))
@@ -447,9 +451,9 @@ class TorchRecorder:
         if self.on_optimizer_step is not None:
             self.on_optimizer_step()
 
-    def _emit(self, ev: dict) -> None:
+    def _emit(self, ev: dict, t: float | None = None) -> None:
         ev["v"] = 1
-        ev["t"] = _now()
+        ev["t"] = _now() if t is None else t
         ev["step"] = self.step
         self.sink(ev)
 
