@@ -37,6 +37,21 @@ from ..summary import host
 from ..summary import norm as _norm
 
 
+def _values(x: Any) -> Any:
+    """The values the summaries read: numpy/cupy arrays as they are; a PyTorch tensor (recognised by its
+    methods: this layer never imports torch) as a NumPy array, so `grad_report(torch_model)` works too.
+
+    >>> _values(np.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+    if isinstance(x, np.ndarray) or not (hasattr(x, "detach") and hasattr(x, "numpy")):
+        return x
+    x = x.detach()
+    if str(x.dtype) in ("torch.bfloat16", "torch.float16"):
+        x = x.float()  # numpy has no bfloat16; float16 norms overflow sooner than their values
+    return x.cpu().numpy()
+
+
 def named_params(source: Any) -> list[tuple[str, Any]]:
     """(name, Variable) pairs from a Module (`named_parameters`), a dict, (name, param) pairs, Variables, or an
     optimizer (`param_groups`)."""
@@ -132,7 +147,7 @@ class Snapshot:
 
 def snapshot(model_or_params: Any) -> Snapshot:
     """Copy every parameter's value now (call right before `optimizer.step()`)."""
-    return Snapshot({id(p): p.data.copy() for _, p in named_params(model_or_params)})
+    return Snapshot({id(p): _values(p.data).copy() for _, p in named_params(model_or_params)})
 
 
 # -- the report -----------------------------------------------------------------------------------------------
@@ -232,15 +247,16 @@ def grad_report(model_or_named_params: Any, optimizer: Any = None, before: Snaps
     rows = []
     for name, p in named_params(model_or_named_params):
         g = getattr(p, "grad", None)
-        gd = None if g is None else g.data
+        gd = None if g is None else _values(g.data)
+        pd = _values(p.data)
         gn = _norm(gd)
-        pn = _norm(p.data)
+        pn = _norm(pd)
         row = ParamRow(name, tuple(p.shape), gn, pn, has_grad=g is not None,
                        nonfinite_grad=g is not None and gn is None)
         if before is not None:
             b = before.before(p)
             if b is not None:
-                row.update_norm = _norm(host(p.data).astype(np.float64) - host(b).astype(np.float64))
+                row.update_norm = _norm(host(pd).astype(np.float64) - host(b).astype(np.float64))
                 row.update_ratio = (row.update_norm / pn) if row.update_norm is not None and pn else None
         rows.append(row)
     rep = GradReport(rows, sorted(relus.sites.values(), key=lambda s: s.module) if relus is not None else [],

@@ -81,11 +81,26 @@ class HttpTransport:
         query = urllib.parse.urlencode({"name": run.name, "dropped": dropped})
         path = f"{self.base}/api/runs/{run.id}/events?{query}"
         body = b"\n".join(lines)
+        reused = self._conn is not None
         conn = self._connection()
         try:
             conn.request("POST", path, body=body, headers=self.headers)
             resp = conn.getresponse()
             detail = resp.read()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            self.close()
+            if not reused:
+                raise
+            # a keep-alive connection the server closed while idle (uvicorn: after 5 s; a loop whose unsampled
+            # steps send nothing for longer meets it): the request never reached it, so send once more afresh
+            conn = self._connection()
+            try:
+                conn.request("POST", path, body=body, headers=self.headers)
+                resp = conn.getresponse()
+                detail = resp.read()
+            except Exception:
+                self.close()
+                raise
         except Exception:
             self.close()
             raise

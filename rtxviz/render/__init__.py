@@ -55,6 +55,7 @@ from .graphviz_run import (
     render_model,
     run_dot,
 )
+from .torch_graph import events_of, is_torch_tensor
 
 __all__ = [
     "EXPLODING", "NOT_CAPTURED", "NOT_COMPUTED", "VANISHING", "DotOptions", "GEdge", "GNode", "GradCapture",
@@ -64,14 +65,18 @@ __all__ = [
 
 
 def graph_model(source: Any, grads: GradCapture | None = None, step: int | None | str = "last") -> GraphModel:
-    """A GraphModel from a Variable, a GraphModel (returned as is) or a run's events (a list of dicts)."""
+    """A GraphModel from a Variable, a PyTorch tensor, a GraphModel (returned as is) or a run's events (a list of
+    dicts)."""
     if isinstance(source, GraphModel):
         return source
     if isinstance(source, Variable):
         return GraphModel.from_variable(source, grads)
+    if is_torch_tensor(source):  # the graph behind a PyTorch tensor (rtxviz.torch's recorder adds names, grads)
+        return GraphModel.from_events(events_of(source), step=None)
     if isinstance(source, Iterable) and not isinstance(source, str | bytes):
         return GraphModel.from_events(source, step=step)
-    raise TypeError(f"render: expected a Variable, a GraphModel or a list of events, got {type(source).__name__}")
+    raise TypeError(f"render: expected a Variable, a PyTorch tensor, a GraphModel or a list of events, got "
+                    f"{type(source).__name__}")
 
 
 def render(output: Any, path: str = "graph.svg", show_grads: bool = True, show_saved: bool = False,
@@ -81,7 +86,9 @@ def render(output: Any, path: str = "graph.svg", show_grads: bool = True, show_s
     """Draw the graph behind `output` to `path`; the format follows the extension (.svg, .png, .pdf, or .dot
     for the DOT text alone, which needs no graphviz). Returns `path`.
 
-    output: a Variable (its recorded graph), a GraphModel, or a recorded run's events (`step` picks the step).
+    output: a Variable (its recorded graph), a PyTorch tensor (the autograd graph behind it: module clusters and
+    per-op gradients when it ran under `rtxviz.torch.watch`/`record`, parameters' `.grad` always), a GraphModel,
+    or a recorded run's events (`step` picks the step).
     show_grads: gradient norms on nodes and edges, vanishing/exploding/NaN marked; leaves show `.grad`, ops
     and edges show what `grads` (a `capture_grads()` active during backward) recorded, else what the global
     `keep_grads()` capture recorded, else "grad not captured". show_saved: bytes each node keeps for

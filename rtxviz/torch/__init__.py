@@ -11,8 +11,9 @@ for an ordinary PyTorch training loop. Importing `rtxviz` never imports torch; i
 
 from __future__ import annotations
 
+from .anomaly import AnomalyError, detect_anomaly
 from .record import Recording, record
 from .recorder import TorchRecorder
 from .watch import TorchRun, watch
 
-__all__ = ["Recording", "TorchRecorder", "TorchRun", "record", "watch"]
+__all__ = ["AnomalyError", "Recording", "TorchRecorder", "TorchRun", "detect_anomaly", "record", "watch"]

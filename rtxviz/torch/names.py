@@ -14,32 +14,17 @@ the ``Backward`` suffix PyTorch adds.
 
 from __future__ import annotations
 
-import re
+from ..render.torch_graph import ACCUMULATE_GRAD, METADATA_KEY, op_from_grad_fn
 
-#: the grad_fn name PyTorch gives the node that accumulates into a leaf's `.grad`
-ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 #: the grad_fn of torch.utils.checkpoint's reentrant variant (the whole segment is one node in forward)
 REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"
-
-_SUFFIX = re.compile(r"Backward\d*$")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 #: Python operators, by their dunder names without underscores
 _DUNDERS = {
     "iadd": "add_", "isub": "sub_", "imul": "mul_", "itruediv": "div_", "radd": "add", "rmul": "mul",
     "truediv": "div", "rtruediv": "rdiv", "floordiv": "floor_divide", "rsub": "rsub", "neg": "neg",
 }
-_KNOWN = {"checkpoint_function": "checkpoint"}
 
-
-def op_from_grad_fn(name: str) -> str:
-    """The op name for an autograd node PyTorch calls `name` (``AddmmBackward0`` -> ``addmm``).
-
-    >>> op_from_grad_fn("AddmmBackward0"), op_from_grad_fn("torch::autograd::AccumulateGrad")
-    ('addmm', 'accumulate_grad')
-    """
-    base = _SUFFIX.sub("", name.rpartition("::")[2])
-    snake = _CAMEL.sub("_", base).lower() or name
-    return _KNOWN.get(snake, snake)
+__all__ = ["ACCUMULATE_GRAD", "METADATA_KEY", "REENTRANT_CHECKPOINT", "op_from_function", "op_from_grad_fn"]
 
 
 def op_from_function(name: str) -> str:
