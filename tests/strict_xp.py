@@ -39,6 +39,7 @@ TypeError: Unsupported type <class 'numpy.ndarray'> (cupy does not mix host nump
 from __future__ import annotations
 
 import math
+import sys
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -194,6 +195,7 @@ class StrictArray:
     """
 
     __slots__ = ("_a", "_base", "__weakref__")
+    __module__ = "strict_xp"  # as cupy.ndarray's names its package: sys.modules["strict_xp"] is the namespace
     _a: np.ndarray
     _base: StrictArray | None
     __hash__ = None  # type: ignore[assignment]  # unhashable, as ndarrays are
@@ -506,3 +508,5 @@ def uninstall() -> None:
 
     use_cuda_backend(None, None)
 
+
+sys.modules.setdefault("strict_xp", xp)  # type(array).__module__ -> the namespace, as for cupy (rtxviz.summary)

@@ -155,7 +155,7 @@ def test_mixing_host_values_with_device_variables_keeps_the_graph(on_device: Dev
 
 def test_device_and_dtype_errors_name_both_sides(on_device: Device) -> None:
     with pytest.raises(DeviceError, match="cpu.*cuda:0|cuda:0.*cpu"):
-        Tensor.ones([2]) + Tensor.ones([2], device=on_device)
+        Tensor.ones([2], device="cpu") + Tensor.ones([2], device=on_device)
     x = Variable(Tensor.ones([2], device=on_device, dtype="float32"), requires_grad=True)
     with pytest.raises(DTypeError, match="float32.*float64|float64.*float32"):
         x + np.ones(2)
