@@ -46,10 +46,12 @@ demo: setup
 # RTXVIZ_REQUIRE_NATIVE: here the compiled summaries must have been built (tests/events/test_stats.py checks)
 # `npm test` generates the types and runs `tsc --noEmit` (npm run typecheck) before the unit tests; mypy checks
 # the package's types (pyproject's [tool.mypy])
+# RTXVIZ_TEST_DEVICE=strict: the engine and training-kit tests again, on the strict cupy stand-in (tests/strict_xp.py)
 test: setup system-deps
 	cd frontend && $(NPM_ENV) npm test
 	$(PY) -m mypy
 	RTXVIZ_REQUIRE_NATIVE=1 $(PY) -m pytest
+	RTXVIZ_TEST_DEVICE=strict $(PY) -m pytest -q -p no:warnings -o addopts="" tests/engine tests/nn
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -16,5 +16,4 @@ from rtxviz.engine.device import cuda_is_available
 assert cuda_is_available(), "rtxviz does not see the GPU (rtxviz.engine.device.cuda_is_available() is False)"
 PYEOF
 export RTXVIZ_TEST_DEVICE=cuda
-"$PY" -m pytest -q -p no:warnings -p no:cacheprovider -o addopts="" tests/engine/test_strict_device.py \
-    tests/engine/test_mixing_properties.py tests/engine tests/nn "$@"
+"$PY" -m pytest -q -p no:warnings -p no:cacheprovider -o addopts="" tests/engine tests/nn "$@"

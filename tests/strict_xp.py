@@ -39,6 +39,7 @@ TypeError: Unsupported type <class 'numpy.ndarray'> (cupy does not mix host nump
 from __future__ import annotations
 
 import math
+import sys
 import types
 import weakref
 from collections.abc import Callable, Iterator
@@ -152,7 +153,20 @@ _METHODS = frozenset(
     "all any argmax argmin argpartition argsort astype byteswap choose clip compress conj conjugate copy cumprod "
     "cumsum diagonal dot fill flatten max mean min nonzero partition prod ptp put ravel repeat reshape round "
     "searchsorted sort squeeze std sum swapaxes take tobytes trace transpose var view item tolist".split())
-_ATTRIBUTES = frozenset("shape dtype ndim size nbytes itemsize strides flags T mT real imag".split())
+_ATTRIBUTES = frozenset("shape dtype ndim size nbytes itemsize strides T mT real imag".split())
+
+
+class _Flags:
+    """cupy's ndarray.flags: contiguity and ownership only (no `writeable`: device arrays are always writable)."""
+
+    def __init__(self, flags: Any) -> None:
+        self.c_contiguous, self.f_contiguous, self.owndata = flags.c_contiguous, flags.f_contiguous, flags.owndata
+
+    def __getitem__(self, name: str) -> bool:
+        key = {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous", "OWNDATA": "owndata"}.get(name)
+        if key is None:
+            raise KeyError(f"{name} is not defined for cupy.ndarray.flags")
+        return getattr(self, key)
 
 
 def _ufunc_op(name: str, reflected: bool = False) -> Callable[[StrictArray, Any], Any]:
@@ -181,6 +195,7 @@ class StrictArray:
     """
 
     __slots__ = ("_a", "_base", "__weakref__")
+    __module__ = "strict_xp"  # as cupy.ndarray's names its package: sys.modules["strict_xp"] is the namespace
     _a: np.ndarray
     _base: StrictArray | None
     __hash__ = None  # type: ignore[assignment]  # unhashable, as ndarrays are
@@ -210,6 +225,10 @@ class StrictArray:
     @property
     def base(self) -> StrictArray | None:
         return self._base
+
+    @property
+    def flags(self) -> _Flags:
+        return _Flags(self._a.flags)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -489,3 +508,5 @@ def uninstall() -> None:
 
     use_cuda_backend(None, None)
 
+
+sys.modules.setdefault("strict_xp", xp)  # type(array).__module__ -> the namespace, as for cupy (rtxviz.summary)

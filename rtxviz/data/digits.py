@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..engine.device import get_default_device
 from ..engine.dtypes import as_dtype, float32
 from ..engine.tensor import Tensor
 
@@ -56,6 +57,7 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0, device: Any = None, d
     x = (pixels / 16.0).astype(as_dtype(dtype, "load_digits"))
 
     def t(a: np.ndarray) -> Tensor:
-        return Tensor._wrap(np.ascontiguousarray(a)).to(device)
+        # device None: the default device (set_default_device), as every constructor
+        return Tensor._wrap(np.ascontiguousarray(a)).to(get_default_device() if device is None else device)
 
     return DigitsSplit(t(x[tr]), t(labels[tr]), t(x[te]), t(labels[te]))

@@ -52,6 +52,14 @@ def _initial_grad(root: Variable, grad: Any) -> Variable:
     return g if g._is_var else root._wrap(g.data, None)  # type: ignore[return-value]  # a Variable by _is_var
 
 
+def _is_broadcast_view(array: Any) -> bool:
+    """A view whose elements alias one another (np.broadcast_to's): numpy marks it read-only; cupy's flags have
+    no `writeable`, so there a zero stride over a dim longer than 1 says it."""
+    if type(array) is np.ndarray:
+        return not array.flags.writeable
+    return any(st == 0 and n > 1 for st, n in zip(array.strides, array.shape, strict=True))
+
+
 def _accumulate(prev: Any, new: Any, create_graph: bool) -> Any:
     if prev is None:
         return new
@@ -145,8 +153,8 @@ def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool, claimed: se
     other's)."""
     if isinstance(g.data, np.generic):
         g = leaf._wrap(np.asarray(g.data), g._node)
-    if not create_graph and not g.data.flags.writeable:
-        g = leaf._wrap(g.data.copy(), None)  # broadcast views are read-only: own the gradient
+    if not create_graph and _is_broadcast_view(g.data):
+        g = leaf._wrap(g.data.copy(), None)  # a broadcast view repeats its elements: own the gradient
     if g.data.dtype != leaf.data.dtype:
         g = leaf._wrap(g.data.astype(leaf.data.dtype), None)
     if leaf.grad is None:

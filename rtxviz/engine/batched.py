@@ -23,10 +23,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .backward import topological_order
-from .device import xp_of
+from .device import to_device, xp_of
 from .errors import GraphError
 from .grad_mode import STATE
 from .graph import TapeNode
+from .tensor import Tensor
 from .variable import Variable
 
 #: A batch rule: (node, G) -> one batched gradient (raw array) or None per input.
@@ -84,6 +85,10 @@ def batched_vjp(output: Variable, inputs: Sequence[Variable], cotangents: Any) -
     (zeros where the input does not affect the output). Returns None when the graph cannot be walked batched
     (a hook is registered on the path); callers then loop over rows with `rtxviz.grad`.
     """
+    if isinstance(cotangents, Tensor):
+        cotangents = cotangents.data
+    if isinstance(output, Tensor) and type(cotangents) is not type(output.data):
+        cotangents = to_device(cotangents, output.device)  # host cotangents for a device output, as grad_outputs
     bsz = cotangents.shape[0]
     xp = xp_of(cotangents)
     results: list[Any] = [None] * len(inputs)

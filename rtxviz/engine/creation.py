@@ -46,10 +46,10 @@ def tensor(data: Any, dtype: Any = None, device: DeviceLike = None, requires_gra
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
-    """A Tensor sharing `array`'s memory (torch.from_numpy)."""
+    """A Tensor sharing `array`'s memory (torch.from_numpy): on the CPU whatever the default device is."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
-    return Tensor.from_numpy(array)
+    return Tensor.from_numpy(array, device="cpu")
 
 
 def zeros(*size: Any, dtype: Any = None, device: DeviceLike = None, requires_grad: bool = False) -> Tensor:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from rtxviz import DTypeError, Tensor, Variable
 from rtxviz.engine.gradcheck import gradcheck
 
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 #: every kind of operand a user mixes with a Variable: (name, make(value array) -> operand)
 KINDS: dict[str, Callable[[np.ndarray], Any]] = {

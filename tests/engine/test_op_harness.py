@@ -127,7 +127,7 @@ def test_batch_rule_matches_one_backward_per_row(subject: Subject) -> None:
         grads = rtxviz.grad(out, leaves, grad_outputs=Tensor(cot[row]), retain_graph=True, allow_unused=True)
         for i, (b, g) in enumerate(zip(batched, grads, strict=True)):
             want = np.zeros(leaves[i].shape) if g is None else g.numpy()
-            np.testing.assert_allclose(np.asarray(b[row]), want, rtol=1e-10, atol=1e-12,
+            np.testing.assert_allclose(Tensor(b[row]).numpy(), want, rtol=1e-10, atol=1e-12,
                                        err_msg=f"{subject.label}: input {i}, cotangent row {row}")
 
 

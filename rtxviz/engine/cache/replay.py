@@ -85,13 +85,15 @@ class CachedGraph:
         for n, (p, (shape, dtype, ty)) in enumerate(zip(self._params, self._param_sig, strict=True)):
             d = p.data
             if d.shape != shape or d.dtype != dtype or type(d) is not ty:
-                return (f"parameter {n} is now {tuple(d.shape)} {d.dtype}, captured as {shape} {dtype}")
+                return (f"parameter {n} is now {tuple(d.shape)} {d.dtype} {_kind(type(d))}, captured as {shape} "
+                        f"{dtype} {_kind(ty)}")
             if not p.requires_grad or p._node is not None:
                 return f"parameter {n} no longer is a leaf that requires grad"
         for n, (t, (shape, dtype, ty)) in enumerate(zip(self._refs, self._ref_sig, strict=True)):
             d = t.data
             if d.shape != shape or d.dtype != dtype or type(d) is not ty:
-                return f"constant tensor {n} is now {tuple(d.shape)} {d.dtype}, captured as {shape} {dtype}"
+                return (f"constant tensor {n} is now {tuple(d.shape)} {d.dtype} {_kind(type(d))}, captured as {shape} "
+                        f"{dtype} {_kind(ty)}")
         if STATE.enabled != self._grad_enabled:
             return f"grad mode is {'on' if STATE.enabled else 'off'}, captured with it " \
                    f"{'on' if self._grad_enabled else 'off'}"
@@ -193,3 +195,8 @@ def describe_key(graph: CachedGraph) -> str:
     ins = ", ".join(f"{list(s[0])} {s[1]}" + ("" if s[2] == "cpu" else f" {s[2]}") for s in graph.signature)
     extra = "" if graph.user_key is None else f" key={graph.user_key!r}"
     return f"{name}({ins}){extra}"
+
+
+def _kind(array_type: type) -> str:
+    """numpy.ndarray or cupy.ndarray: a buffer swapped for one of the other module is named as such."""
+    return f"{array_type.__module__}.{array_type.__name__}"
