@@ -80,9 +80,10 @@ def watch(url: str | None = None, run_name: str | None = None, *, notebook: bool
     return run
 
 
-def show(obj: Any, height: int = 560, display: bool = True) -> Any:
+def show(obj: Any, height: int = 560, display: bool = True) -> Any | None:
     """Display the live view of `obj`: a run from `watch(notebook=True)` (its widget, shown again), or a
     Variable (its recorded graph, with the gradients backward left on it, drawn by the same app).
+    Returns None once displayed (a cell's last line shows it once), or, with ``display=False``, the widget.
 
     >>> import rtxviz
     >>> x = rtxviz.Variable.from_tensor(rtxviz.Tensor.from_slice([1.0, -2.0], [2]), name="x")
@@ -97,11 +98,12 @@ def show(obj: Any, height: int = 560, display: bool = True) -> Any:
         if widget is None:
             raise TypeError(f"rtxviz.notebook.show: run {obj.name!r} streams to a server, not to a notebook; "
                             "start it with rtxviz.watch(notebook=True)")
-        if display:
-            from IPython.display import display as ipy_display
+        if not display:
+            return widget
+        from IPython.display import display as ipy_display
 
-            ipy_display(widget)
-        return widget
+        ipy_display(widget)
+        return None
     if getattr(obj, "_node", None) is None and not hasattr(obj, "grad_fn"):
         raise TypeError(f"rtxviz.notebook.show: expected a run from watch(notebook=True) or a Variable, got "
                         f"{type(obj).__name__}")
@@ -112,4 +114,4 @@ def show(obj: Any, height: int = 560, display: bool = True) -> Any:
     lines = [emitter.encode_event(ev) for ev in graph_events(obj)]
     transport.send(None, lines, 0)
     transport.close()
-    return widget
+    return None if display else widget

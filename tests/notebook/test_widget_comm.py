@@ -107,8 +107,16 @@ def test_the_snapshot_holds_the_last_step_and_is_bounded(comms: list[RecordingCo
     snap = json.loads(run.widget.snapshot)
     events = [json.loads(line) for line in snap["ndjson"].split("\n")]
     assert events[0]["kind"] == "run_start"
-    assert {ev.get("step") for ev in events[1:] if ev["kind"] != "run_end"} == {3}  # only the last step
+    assert {ev.get("step") for ev in events[1:] if ev["kind"] not in ("run_end", "leaf")} == {3}  # the last step
     assert any(ev["kind"] == "grad" for ev in events)  # its gradients too: the colours
+    # whole: every input of its nodes is in it, though the leaves were announced in step 0
+    leaves = {ev["id"] for ev in events if ev["kind"] == "leaf"}
+    nodes = {ev["id"] for ev in events if ev["kind"] == "node"}
+    for ev in events:
+        for ref in ev.get("inputs", []) if ev["kind"] == "node" else []:
+            assert ref.get("leaf") in leaves or ref.get("node") in nodes, ref
+    assert sorted(".".join(ev["name"].split(".")[-2:]) for ev in events if ev["kind"] == "leaf" and ev.get("param")) \
+        == ["0.bias", "0.weight", "2.bias", "2.weight"]
     # the seqs are the live stream's: a view drawn from the snapshot skips them when they arrive live
     live = {ev_seq: ev for content, evs in _widget_comm(comms, run.widget).batches()
             for ev_seq, ev in enumerate(evs, start=content["first_seq"])}
@@ -119,7 +127,8 @@ def test_the_snapshot_holds_the_last_step_and_is_bounded(comms: list[RecordingCo
     with rtxviz.watch(notebook=True, display=False, snapshot_max_events=10) as small:
         _train(small, 2)
     snap = json.loads(small.widget.snapshot)
-    assert len(snap["seqs"]) == 10 and snap["truncated"] > 0
+    kinds = [json.loads(line)["kind"] for line in snap["ndjson"].split("\n")]
+    assert len(kinds) - kinds.count("leaf") - kinds.count("run_start") == 10 and snap["truncated"] > 0
 
 
 def test_rerunning_a_cell_gives_a_fresh_working_view(comms: list[RecordingComm],
