@@ -18,8 +18,9 @@ test("a snapshot's events carry the seqs the kernel gave them", () => {
 });
 
 test("the frame keeps the newest steps' events and the step-less ones, in order", () => {
-  const old = [ev("run_start", null), ev("step_begin", 0), ev("step_begin", 1), ev("step_begin", 2)];
-  const kept = keepRecentSteps(old, [ev("step_end", 2), ev("step_begin", 3)], 2);
+  const old = () => [ev("run_start", null), ev("step_begin", 0), ev("step_begin", 1), ev("step_begin", 2)];
+  const kept = keepRecentSteps(old(), [ev("step_end", 2), ev("step_begin", 3)], 2);
   assert.deepEqual(kept.map((e) => [e.kind, e.step]), [["run_start", null], ["step_begin", 2], ["step_end", 2], ["step_begin", 3]]);
-  assert.equal(keepRecentSteps(old, [], 10).length, 4);
+  assert.equal(keepRecentSteps(old(), [ev("step_begin", 3)], 10).length, 5); // within the bound: all kept
+  assert.equal(keepRecentSteps(old(), [ev("grad", 0)], 1).length, 5); // no step begins: no trimming yet
 });

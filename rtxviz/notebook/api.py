@@ -52,8 +52,8 @@ def new_widget(run_name: str = "", height: int = 560, display: bool = True) -> A
     return widget
 
 
-def watch(url: str | None = None, run_name: str | None = None, *, notebook: bool = False, height: int = 560,
-          display: bool = True, **options: Any) -> emitter.Run:
+def watch(url: str | None = None, run_name: str | None = None, *args: Any, notebook: bool = False,
+          height: int = 560, display: bool = True, **options: Any) -> emitter.Run:
     """Watch the engine; with ``notebook=True`` the live view is a widget in this cell (no server, no URL).
 
     The notebook run is the emitter's `Run` (the same bounded queue and drop rules: a slow or absent front end
@@ -68,7 +68,9 @@ def watch(url: str | None = None, run_name: str | None = None, *, notebook: bool
     ('demo', True, True)
     """
     if not notebook:
-        return emitter.watch(url, run_name=run_name, **options)
+        return emitter.watch(url, run_name, *args, **options)  # the emitter's own signature, untouched
+    if args:
+        raise TypeError(f"watch(notebook=True): pass options by name (sample_every=..., max_queue=...), got {args!r}")
     if url is not None:
         raise ValueError(f"watch(notebook=True) sends no events to a server; got url={url!r} as well")
     widget = new_widget(run_name or "", height=height, display=display)
