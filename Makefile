@@ -46,8 +46,13 @@ demo: setup
 # RTXVIZ_REQUIRE_NATIVE: here the compiled summaries must have been built (tests/events/test_stats.py checks)
 # `npm test` generates the types and runs `tsc --noEmit` (npm run typecheck) before the unit tests; mypy checks
 # the package's types (pyproject's [tool.mypy])
+# what nbconvert's HTML page loads from a CDN, served offline to the saved-notebook test (tests/notebook/cdn)
+NB_CDN := tests/notebook/cdn/node_modules/.package-lock.json
+$(NB_CDN): tests/notebook/cdn/package-lock.json
+	cd tests/notebook/cdn && npm ci --no-audit --no-fund --loglevel=error --ignore-scripts
+
 # RTXVIZ_TEST_DEVICE=strict: the engine and training-kit tests again, on the strict cupy stand-in (tests/strict_xp.py)
-test: setup system-deps
+test: setup system-deps $(NB_CDN)
 	cd frontend && $(NPM_ENV) npm test
 	$(PY) -m mypy
 	RTXVIZ_REQUIRE_NATIVE=1 $(PY) -m pytest

@@ -24,15 +24,14 @@ export function listenToHost(onEvents: (evs: RunEvent[]) => void, onStatus: (tex
   return () => window.removeEventListener("message", handler);
 }
 
-/** Keep the events of the newest `keep` steps (and the step-less ones) out of `evs` plus `more`, in order. */
+/** Append `more` to `evs` (in place) and keep the events of the newest `keep` steps and the step-less ones, in
+ * order. Trimming runs only when a batch begins a step, so most batches cost their own length. */
 export function keepRecentSteps(evs: RunEvent[], more: RunEvent[], keep = HOSTED_STEPS_KEPT): RunEvent[] {
-  const all = evs.concat(more);
-  const steps: number[] = [];
-  for (const e of all) {
-    const s = e.step;
-    if (typeof s === "number" && steps[steps.length - 1] !== s && !steps.includes(s)) steps.push(s);
-  }
-  if (steps.length <= keep) return all;
-  const kept = new Set(steps.slice(-keep));
-  return all.filter((e) => typeof e.step !== "number" || kept.has(e.step));
+  for (const e of more) evs.push(e);
+  if (!more.some((e) => e.kind === "step_begin")) return evs;
+  const steps = new Set<number>();
+  for (const e of evs) if (typeof e.step === "number") steps.add(e.step);
+  if (steps.size <= keep) return evs;
+  const kept = new Set(Array.from(steps).slice(-keep));
+  return evs.filter((e) => typeof e.step !== "number" || kept.has(e.step));
 }

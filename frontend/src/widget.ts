@@ -52,7 +52,7 @@ function decode(buf: ArrayBuffer | DataView | Uint8Array): string {
   return new TextDecoder().decode(buf);
 }
 
-export function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => void {
+function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => void {
   const first = snapshotEvents(model.get("snapshot"));
   let lastSeq = first.reduce((m, e) => Math.max(m, e.seq ?? 0), 0);
   const name = model.get("run_name") || "notebook";

@@ -52,8 +52,8 @@ def new_widget(run_name: str = "", height: int = 560, display: bool = True) -> A
     return widget
 
 
-def watch(url: str | None = None, run_name: str | None = None, *, notebook: bool = False, height: int = 560,
-          display: bool = True, **options: Any) -> emitter.Run:
+def watch(url: str | None = None, run_name: str | None = None, *args: Any, notebook: bool = False,
+          height: int = 560, display: bool = True, **options: Any) -> emitter.Run:
     """Watch the engine; with ``notebook=True`` the live view is a widget in this cell (no server, no URL).
 
     The notebook run is the emitter's `Run` (the same bounded queue and drop rules: a slow or absent front end
@@ -68,7 +68,9 @@ def watch(url: str | None = None, run_name: str | None = None, *, notebook: bool
     ('demo', True, True)
     """
     if not notebook:
-        return emitter.watch(url, run_name=run_name, **options)
+        return emitter.watch(url, run_name, *args, **options)  # the emitter's own signature, untouched
+    if args:
+        raise TypeError(f"watch(notebook=True): pass options by name (sample_every=..., max_queue=...), got {args!r}")
     if url is not None:
         raise ValueError(f"watch(notebook=True) sends no events to a server; got url={url!r} as well")
     widget = new_widget(run_name or "", height=height, display=display)
@@ -80,9 +82,10 @@ def watch(url: str | None = None, run_name: str | None = None, *, notebook: bool
     return run
 
 
-def show(obj: Any, height: int = 560, display: bool = True) -> Any:
+def show(obj: Any, height: int = 560, display: bool = True) -> Any | None:
     """Display the live view of `obj`: a run from `watch(notebook=True)` (its widget, shown again), or a
     Variable (its recorded graph, with the gradients backward left on it, drawn by the same app).
+    Returns None once displayed (a cell's last line shows it once), or, with ``display=False``, the widget.
 
     >>> import rtxviz
     >>> x = rtxviz.Variable.from_tensor(rtxviz.Tensor.from_slice([1.0, -2.0], [2]), name="x")
@@ -97,11 +100,12 @@ def show(obj: Any, height: int = 560, display: bool = True) -> Any:
         if widget is None:
             raise TypeError(f"rtxviz.notebook.show: run {obj.name!r} streams to a server, not to a notebook; "
                             "start it with rtxviz.watch(notebook=True)")
-        if display:
-            from IPython.display import display as ipy_display
+        if not display:
+            return widget
+        from IPython.display import display as ipy_display
 
-            ipy_display(widget)
-        return widget
+        ipy_display(widget)
+        return None
     if getattr(obj, "_node", None) is None and not hasattr(obj, "grad_fn"):
         raise TypeError(f"rtxviz.notebook.show: expected a run from watch(notebook=True) or a Variable, got "
                         f"{type(obj).__name__}")
@@ -112,4 +116,4 @@ def show(obj: Any, height: int = 560, display: bool = True) -> Any:
     lines = [emitter.encode_event(ev) for ev in graph_events(obj)]
     transport.send(None, lines, 0)
     transport.close()
-    return widget
+    return None if display else widget

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -33,22 +34,28 @@ from typing import Any
 Channel = Callable[[dict, list[bytes]], None]
 
 _STEP_BEGIN = b'"kind":"step_begin"'
+_UNSAMPLED = b'"sampled":false'  # a step that `sample_every` skips records nothing: the last graph stays
 _RUN_START = b'"kind":"run_start"'
+_LEAF = b'"kind":"leaf"'
+_PARAM = b'"param":true'
 
 
 class Snapshot:
-    """The events that draw the last graph: the run's start, then everything since the newest step began, at
-    most `max_events` of them (later ones are left out and counted in `truncated`).
+    """The events that draw the last graph: the run's start, the leaves (a leaf is announced once, in the step
+    that first used it), then everything since the newest recorded step began (steps that `sample_every` skips
+    do not count). Bounded: parameters are kept (as many as the model has); other leaves, oldest first, beyond
+    `max_events // 4`; and the step's events beyond `max_events` are left out and counted in `truncated`.
 
     The widget keeps it in a synced traitlet, so a saved notebook, or one converted to HTML, draws its last graph
     with no kernel.
 
-    >>> s = Snapshot(max_events=3)
-    >>> for i, line in enumerate([b'{"kind":"run_start"}', b'{"kind":"step_begin"}', b'{"kind":"node"}',
-    ...                           b'{"kind":"step_begin"}', b'{"kind":"node"}', b'{"kind":"grad"}']):
+    >>> s = Snapshot(max_events=2)
+    >>> lines = [b'{"kind":"run_start"}', b'{"kind":"leaf","param":true}', b'{"kind":"step_begin"}',
+    ...          b'{"kind":"node"}', b'{"kind":"step_begin"}', b'{"kind":"node"}', b'{"kind":"grad"}']
+    >>> for i, line in enumerate(lines):
     ...     s.add(i + 1, line)
     >>> [seq for seq, _ in s.events()], s.truncated
-    ([1, 4, 5], 1)
+    ([1, 2, 5, 6], 1)
     """
 
     def __init__(self, max_events: int = 20_000) -> None:
@@ -56,7 +63,9 @@ class Snapshot:
             raise ValueError(f"notebook Snapshot: max_events must be >= 1, got {max_events}")
         self.max_events = max_events
         self.head: list[tuple[int, bytes]] = []   # run_start
-        self.step: list[tuple[int, bytes]] = []   # since the newest step_begin
+        self.params: list[tuple[int, bytes]] = []
+        self.leaves: deque[tuple[int, bytes]] = deque(maxlen=max(1, max_events // 4))
+        self.step: list[tuple[int, bytes]] = []   # since the newest recorded step_begin
         self.truncated = 0
         self.version = 0
 
@@ -65,16 +74,20 @@ class Snapshot:
         if _RUN_START in line:
             self.head = [(seq, line)]
             return
-        if _STEP_BEGIN in line:
+        if _LEAF in line:
+            (self.params if _PARAM in line else self.leaves).append((seq, line))
+            return
+        if _STEP_BEGIN in line and _UNSAMPLED not in line:
             self.step = []
             self.truncated = 0
-        if len(self.head) + len(self.step) >= self.max_events:
+        if len(self.step) >= self.max_events:
             self.truncated += 1
             return
         self.step.append((seq, line))
 
     def events(self) -> list[tuple[int, bytes]]:
-        return self.head + self.step
+        """In the order they were sent (by seq)."""
+        return sorted(self.head + self.params + list(self.leaves) + self.step)
 
     def to_json(self) -> str:
         """``{"seqs": [...], "ndjson": "..."}``: compact (the events as the emitter encoded them, one a line)."""

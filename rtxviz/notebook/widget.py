@@ -27,11 +27,12 @@ class ViewerNotBuilt(RuntimeError):
     """static/widget.js is missing: the viewer has not been built."""
 
 
-def _esm() -> Path:
+def _esm() -> str:
+    """The front end's source: it travels in the widget state, so a saved notebook renders without the package."""
     if not WIDGET_JS.is_file():
         raise ViewerNotBuilt(f"rtxviz.notebook: the widget's front end {WIDGET_JS} is missing; build the viewer "
                              "with `make setup` (or `cd frontend && npm ci && npm run build`)")
-    return WIDGET_JS
+    return WIDGET_JS.read_text(encoding="utf-8")
 
 
 class ViewerWidget(anywidget.AnyWidget):
@@ -42,7 +43,7 @@ class ViewerWidget(anywidget.AnyWidget):
     ('demo', 560, '')
     """
 
-    _esm = traitlets.Any().tag(sync=True)  # set in __init__: the file is read when a widget is made
+    _esm = traitlets.Unicode("").tag(sync=True)  # set in __init__: the file is read when a widget is made
     snapshot = traitlets.Unicode("").tag(sync=True)
     run_name = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(560).tag(sync=True)
