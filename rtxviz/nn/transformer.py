@@ -430,6 +430,8 @@ def _seq_len(x: Any, batch_first: bool) -> int:
 class TransformerEncoder(Module):
     """`num_layers` copies of an encoder layer (deep copies: each has its own parameters), then `norm` if given.
     forward(src, mask=None, src_key_padding_mask=None, is_causal=None); is_causal None: detected from the mask.
+    enable_nested_tensor and mask_check are accepted for PyTorch's signature and do nothing here (they steer
+    PyTorch's inference fast path, which has no counterpart in rtxviz).
 
     >>> from rtxviz import Tensor
     >>> enc = TransformerEncoder(TransformerEncoderLayer(8, 2, 16), num_layers=2)
