@@ -74,7 +74,8 @@ class _RNNBase(Module):
             for direction in range(directions):
                 layer_input = input_size if layer == 0 else real_hidden * directions
                 suffix = f"_l{layer}" + ("_reverse" if direction == 1 else "")
-                shapes = [("weight_ih", (gate_size, layer_input)), ("weight_hh", (gate_size, real_hidden))]
+                shapes: list[tuple[str, tuple[int, ...]]] = [("weight_ih", (gate_size, layer_input)),
+                                                             ("weight_hh", (gate_size, real_hidden))]
                 if bias:
                     shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
                 if proj_size:

@@ -511,13 +511,13 @@ class Transformer(Module):
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:
-            self.encoder = TransformerEncoder(TransformerEncoderLayer(d_model, nhead, **layer_args),  # type: ignore[arg-type]
+            self.encoder = TransformerEncoder(TransformerEncoderLayer(d_model, nhead, **layer_args),
                                               num_encoder_layers,
                                               _layer_norm(d_model, layer_norm_eps, bias, device, dtype))
         if custom_decoder is not None:
             self.decoder = custom_decoder
         else:
-            self.decoder = TransformerDecoder(TransformerDecoderLayer(d_model, nhead, **layer_args),  # type: ignore[arg-type]
+            self.decoder = TransformerDecoder(TransformerDecoderLayer(d_model, nhead, **layer_args),
                                               num_decoder_layers,
                                               _layer_norm(d_model, layer_norm_eps, bias, device, dtype))
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first

@@ -208,7 +208,7 @@ class LSTMLayerBackward(Op):
         b *= o
         g_c = g[:, :, p:]
         c_grad_at = g_c.reshape(steps, -1).any(axis=1).tolist()  # usually only c_n's step, or none
-        dh_all = xp.empty((steps, n, p), dtype=g.dtype) if w_hr is not None else None
+        dh_all: Any = xp.empty((steps, n, p), dtype=g.dtype) if w_hr is not None else None
         dh = xp.zeros((n, p), dtype=g.dtype)
         dc = xp.zeros((n, hidden), dtype=g.dtype)
         scratch = xp.empty((n, hidden), dtype=g.dtype)
@@ -513,7 +513,8 @@ class RNNLayer(Op):
         if STATE.enabled:
             wanted = [t for t, yes in zip(inputs, need, strict=True) if yes]
             with enable_grad():
-                rebuilt = rnn_layer_composite(*inputs, ctx.attrs["nonlinearity"])
+                xw, h0, w_hh = inputs
+                rebuilt = rnn_layer_composite(xw, h0, w_hh, ctx.attrs["nonlinearity"])
             found = grad(rebuilt, wanted, grad_outputs=g, create_graph=True, allow_unused=True)
             it = iter(found)
             return tuple(next(it) if yes else None for yes in need)
