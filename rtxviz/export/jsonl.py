@@ -65,12 +65,18 @@ def _safe(obj: Any) -> Any:
     return obj
 
 
+#: Lone surrogates: a database written before the server took strict JSON only may hold them (as \\ud800 escapes)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def encode_event(ev: dict) -> str:
-    """One line of JSON (no seq; NaN/Inf become null, as the schema wants)."""
+    """One line of JSON (no seq; NaN/Inf become null, as the schema wants; a lone surrogate becomes U+FFFD, so
+    that the line is UTF-8 and the server takes it back)."""
     try:
-        return _encode(_clean(ev))
+        text = _encode(_clean(ev))
     except ValueError:
-        return _encode(_safe(_clean(ev)))
+        text = _encode(_safe(_clean(ev)))
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def write_jsonl(events: Iterable[dict], dest: str | IO[str]) -> int:

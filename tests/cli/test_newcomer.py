@@ -174,3 +174,15 @@ def test_a_second_server_or_an_import_on_a_database_in_use_is_refused(sampled_db
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_export_of_a_run_stored_before_strict_ingest_does_not_crash(tmp_path, capsys):
+    # issue 17.4: a lone surrogate stored by the old server made `rtxviz export --jsonl` crash (UnicodeEncodeError)
+    db = tmp_path / "old.db"
+    store = SQLiteStore(str(db))
+    store.append("old", "old", [("my_tool.note", None, '{"v":1,"kind":"my_tool.note","t":0.0,"text":"a\\ud800b"}')])
+    store.close()
+    out = tmp_path / "old.jsonl"
+    assert cli.main(["export", "old", "--db", str(db), "--jsonl", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads(out.read_text(encoding="utf-8"))["text"] == "a\ufffdb"
+    assert cli.main(["import", str(out), "--db", str(tmp_path / "new.db")]) == 0  # and it imports back

@@ -230,7 +230,19 @@ def test_a_viewer_that_goes_away_leaves_no_unretrieved_task_exception():
         gc.collect()
         await asyncio.sleep(0)
 
-    asyncio.run(main())
+    # a thread of its own: another test may have left an event loop running on this one (asyncio.run refuses then)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # surfaced below, in the test's thread
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(60)
+    assert not errors, errors
     gc.collect()
     assert not [m for m in reports if "never retrieved" in m], reports
 
