@@ -1,7 +1,7 @@
 """Issue 4 item 5: tiny_mlp_train eager vs replayed through the graph cache, alternating in one run; and a digits
 classifier step (MLP 64-32-10 with relu, batch 32, cross_entropy against int64 targets passed as an input).
 
-The step is the workload of ../shared/bench/WORKLOADS.md: MLP 16-32-32-1 with tanh, batch 8, MSE against random
+The step is the workload of benchmarks/WORKLOADS.md: MLP 16-32-32-1 with tanh, batch 8, MSE against random
 targets, plain SGD lr 0.01 applied by hand (``p.data -= lr * p.grad.data``) outside the cached function, so
 both variants do the same work per step: zero grads, forward, loss, backward, SGD. Target: replay >= 1.5x faster.
 

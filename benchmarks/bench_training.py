@@ -1,5 +1,5 @@
 """Issue 5's training workloads beside PyTorch, alternating rounds: mlp_train, conv_train, transformer_block
-(definitions in shared/bench/WORKLOADS.md), and issue 14's bn_conv_train (defined below, in `bn_conv_train`).
+(definitions in benchmarks/WORKLOADS.md), and issue 14's bn_conv_train (defined below, in `bn_conv_train`).
 rtxviz runs the same models through rtxviz.nn / rtxviz.optim.
 
     python benchmarks/bench_training.py [--rounds 3] [--min-time 0.5] [--only mlp_train] [--threads 2]

@@ -1,5 +1,5 @@
-"""PyTorch's side of the training workloads (mlp_train, conv_train, transformer_block), with the definitions of
-shared/bench/torch_bench.py, and bn_conv_train (as bench_training.py defines it), served to bench_training.py
+"""PyTorch's side of the training workloads (mlp_train, conv_train, transformer_block, as benchmarks/WORKLOADS.md
+defines them, and bn_conv_train, as bench_training.py defines it), served to bench_training.py
 through torch_workloads.py's serve loop.
 
 Runs in a Python that has torch: `python torch_training_workloads.py --serve`.

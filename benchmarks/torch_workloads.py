@@ -1,4 +1,4 @@
-"""PyTorch's side of the workloads (definitions as in shared/bench/torch_bench.py), served to harness.py.
+"""PyTorch's side of the workloads (defined in benchmarks/WORKLOADS.md), served to harness.py.
 
 Runs in a Python that has torch: `python torch_workloads.py --serve` answers one JSON line per request.
 """
