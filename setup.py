@@ -28,7 +28,9 @@ class BuildPyWithViewer(build_py):
     pyproject.toml's build-system requires."""
 
     def run(self) -> None:
-        if not (ROOT / "rtxviz" / "web" / "static" / "index.html").exists():
+        built = [ROOT / "rtxviz" / "web" / "static" / "index.html",
+                 ROOT / "rtxviz" / "notebook" / "static" / "widget.js"]
+        if not all(path.exists() for path in built):  # the page, and the notebook widget the same build makes
             frontend = ROOT / "frontend"
             if not (frontend / "package.json").exists():
                 raise SystemExit("rtxviz: the viewer is not built and frontend/ is missing; build from a checkout")

@@ -41,7 +41,11 @@ export class RunFeed {
       sink.events(this.exported.slice());
       this.unlisten?.();
       if (HOSTED) {
-        this.unlisten = listenToHost((evs) => {
+        let seen = this.exported.reduce((m, e) => Math.max(m, e.seq ?? 0), 0);
+        this.unlisten = listenToHost((batch) => {
+          const evs = batch.filter((e) => (e.seq ?? 0) > seen); // the host re-sends after a reload of the frame
+          if (!evs.length) return;
+          seen = evs[evs.length - 1].seq ?? seen;
           this.exported = keepRecentSteps(this.exported, evs); // what the step picker can bring back
           sink.events(evs);
         }, (text) => sink.status(text));

@@ -5,7 +5,7 @@
 // The frame first draws the widget state's `snapshot` (the last graph: what a saved notebook shows without a
 // kernel), then every live batch, posted to it (src/hosted.ts).
 import type { RunEvent } from "./generated/events";
-import type { HostMessage } from "./hosted";
+import { keepRecentSteps, type HostMessage } from "./hosted";
 
 /** The frame's page, with RUN_JSON where the run's first events go (made by build.mjs from index.html). */
 declare const RTXVIZ_FRAME_HTML: string;
@@ -63,11 +63,15 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
   frame.srcdoc = RTXVIZ_FRAME_HTML.replace(RUN_JSON, () => scriptJson({ run: { id: "notebook", name }, events: first }));
   let loaded = false;
   let waiting: HostMessage[] = [];
+  // the live events since the snapshot (recent steps): a frame that reloads (the notebook moved its output in
+  // the page: an iframe moved in the DOM loads again) gets them again after its snapshot
+  let live: RunEvent[] = [];
   const post = (m: HostMessage): void => {
     if (loaded && frame.contentWindow) frame.contentWindow.postMessage(m, "*");
     else waiting.push(m);
   };
   frame.addEventListener("load", () => {
+    if (loaded) waiting = live.length ? [{ rtxviz: "events", events: live.slice() }] : [];
     loaded = true;
     for (const m of waiting) frame.contentWindow?.postMessage(m, "*");
     waiting = [];
@@ -77,6 +81,7 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
     const evs = parseBatch(decode(buffers[0]), (i) => content.first_seq + i).filter((e) => (e.seq ?? 0) > lastSeq);
     if (!evs.length) return;
     lastSeq = evs[evs.length - 1].seq ?? lastSeq;
+    live = keepRecentSteps(live, evs);
     post({ rtxviz: "events", events: evs });
     if (content.dropped) post({ rtxviz: "status", text: `notebook view: ${content.dropped} event(s) dropped` });
   };

@@ -79,6 +79,7 @@ class Seen:
     nodes: list[list[str]] = field(default_factory=list)  # [kind, label, grad class, grad colour] per node
     latencies: list[float] = field(default_factory=list)  # ms, every event: kernel time.time() to frame drawn
     errors: list[str] = field(default_factory=list)
+    nodes_after_reload: list[list[str]] = field(default_factory=list)  # the same, once the frame loaded again
 
     def latency_summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies)
@@ -87,9 +88,11 @@ class Seen:
 
 
 def run_notebook(browser: Any, lab: JupyterLab, name: str, last_step: int, min_nodes: int = 2,
-                 screenshot: Path | None = None) -> Seen:
+                 screenshot: Path | None = None, reload: bool = False) -> Seen:
     """Open notebook `name` in JupyterLab, run all its cells, wait until the widget has drawn step `last_step`
-    with every node coloured and the kernel is idle; return what the frame shows."""
+    with every node coloured and the kernel is idle; return what the frame shows. With `reload`, the frame is
+    then moved in the page (an iframe moved in the DOM loads again, as when the notebook re-attaches an output)
+    and what it shows once it has drawn again goes into `nodes_after_reload`."""
     ctx = browser.new_context(viewport={"width": 1500, "height": 1000}, bypass_csp=True)
     ctx.set_default_timeout(WAIT_MS)  # every wait is on a condition; the limit only bounds a failing run
     page = ctx.new_page()
@@ -116,6 +119,19 @@ def run_notebook(browser: Any, lab: JupyterLab, name: str, last_step: int, min_n
         seen.latencies = frame.evaluate("window.__rtxviz.metrics.latencies")
         if screenshot is not None:
             page.screenshot(path=str(screenshot))
+        if reload:
+            frame.evaluate("window.__before_reload = true")
+            page.evaluate("(() => { const f = document.querySelector('iframe.rtxviz-frame');"
+                          " const p = f.parentElement; p.removeChild(f); p.appendChild(f); })()")
+            frame = page.wait_for_selector(".jp-OutputArea-output iframe.rtxviz-frame").content_frame()
+            assert frame is not None
+            frame.wait_for_function(f"!window.__before_reload && window.__rtxviz && window.__rtxviz.history.graph"
+                                    f" && window.__rtxviz.history.graph.step === {last_step}"
+                                    " && [...document.querySelectorAll('g.vnode')].every(n => n.dataset.gradClass"
+                                    " !== 'none')")
+            seen.nodes_after_reload = frame.evaluate(
+                "[...document.querySelectorAll('g.vnode')].map(n => [n.dataset.kind,"
+                " n.querySelector('text.l1').textContent, n.dataset.gradClass, n.dataset.gradColor])")
     finally:
         ctx.close()
     return seen

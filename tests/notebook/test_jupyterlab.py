@@ -83,7 +83,8 @@ def browser():
 def test_the_widget_draws_the_graph_and_its_gradient_colours(lab: JupyterLab, browser) -> None:
     out = Path(__file__).resolve().parents[2] / "test-artifacts"
     out.mkdir(exist_ok=True)
-    seen = run_notebook(browser, lab, "neuron.ipynb", last_step=STEPS - 1, screenshot=out / "jupyterlab-widget.png")
+    seen = run_notebook(browser, lab, "neuron.ipynb", last_step=STEPS - 1, screenshot=out / "jupyterlab-widget.png",
+                        reload=True)
     by_label = {label: (kind, cls, colour) for kind, label, cls, colour in seen.nodes}
     half = 0.5  # do/dn
     expect_leaves = {"x1": 1.5, "w1": 1.0, "x2": 0.5, "b": half}
@@ -94,6 +95,8 @@ def test_the_widget_draws_the_graph_and_its_gradient_colours(lab: JupyterLab, br
     assert ops == ["add", "add", "mul", "mul", "tanh"], ops
     assert by_label["tanh"][1:] == (grad_class(1.0), _colour(1.0))  # the root: do/do = 1
     assert not seen.errors, seen.errors
+    # a frame that loads again (its output moved in the page) draws the same last step: snapshot, then live events
+    assert sorted(seen.nodes_after_reload) == sorted(seen.nodes)
     # every event drawn while the steps were live has a latency (kernel's time.time() to the frame that drew it);
     # the figure is recorded, not asserted (speed is for benchmarks/bench_notebook.py, not for a timed test)
     assert len(seen.latencies) > STEPS * 10
