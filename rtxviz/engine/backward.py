@@ -164,9 +164,9 @@ def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool, claimed: se
                 g = leaf._wrap(g.data.copy(), g._node)
                 root = id(g.data)
             claimed.add(root)
-        leaf.grad = g
+        leaf._grad = g  # not through the setter: backward reports its accumulation as leaf_grad
     else:
-        leaf.grad = _accumulate(leaf.grad, g, create_graph)
+        leaf._grad = _accumulate(leaf.grad, g, create_graph)
 
 
 def run_backward(

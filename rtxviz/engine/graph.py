@@ -304,7 +304,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
     else:
         result = _var_new(_Variable)
         result.data = out
-        result.grad = None
+        result._grad = None
         result.name = None
         result._retains_grad = False
         result._hooks = None

@@ -52,7 +52,10 @@ OVERRIDING: list[EngineHook] = []
 #: - ``module_call(module, training)``: `nn.Module.__call__` is about to run `module.forward` (`training` is the
 #:   module's flag at that moment); the graph cache's capture uses it to check each module's mode and
 #:   `structure_version` on replay.
-TRACE_KINDS = frozenset({"constant", "seed_grad", "value_read", "leaf_grad_accumulated", "module_call"})
+#: - ``grad_assigned(variable, value)``: user code set ``variable.grad = value`` (``optimizer.zero_grad()`` sets
+#:   None); backward's own accumulation is reported by ``leaf_grad`` instead.
+TRACE_KINDS = frozenset({"constant", "seed_grad", "value_read", "leaf_grad_accumulated", "module_call",
+                         "grad_assigned"})
 
 #: A forward as `apply` calls it: ``forward(ctx, *arrays) -> array``.
 Forward = Callable[..., Any]

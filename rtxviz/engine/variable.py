@@ -28,11 +28,11 @@ class Variable(Tensor):
     `grad` is None until a backward pass reaches this leaf; backward passes accumulate into it.
     """
 
-    __slots__ = ("_node", "requires_grad", "grad", "name", "_retains_grad", "_hooks", "__weakref__")
+    __slots__ = ("_node", "requires_grad", "_grad", "name", "_retains_grad", "_hooks", "__weakref__")
     _is_var = True
     _node: Any
     requires_grad: bool
-    grad: Variable | None
+    _grad: Variable | None
     name: str | None
     _retains_grad: bool
     _hooks: list | None
@@ -42,12 +42,23 @@ class Variable(Tensor):
         self.data = _to_array(data, dtype, device, "Variable")
         self._node = None
         self.requires_grad = False
-        self.grad = None
+        self._grad = None
         self.name = name
         self._retains_grad = False
         self._hooks = None
         if requires_grad:
             self.requires_grad_(True)
+
+    @property
+    def grad(self) -> Variable | None:
+        """The accumulated gradient (None until a backward pass reaches this leaf, or after a reset)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Variable | None) -> None:
+        self._grad = value
+        if _hooks.TRACING:  # the graph cache's capture must see `p.grad = None` even when it was None already
+            _hooks.trace("grad_assigned", variable=self, value=value)
 
     @staticmethod
     def _wrap(array: Any, node: Any = None) -> Variable:
@@ -55,7 +66,7 @@ class Variable(Tensor):
         v.data = array
         v._node = node
         v.requires_grad = node is not None
-        v.grad = None
+        v._grad = None
         v.name = None
         v._retains_grad = False
         v._hooks = None

@@ -864,3 +864,30 @@ def test_replay_source_is_straight_line_code() -> None:
     graph = cache_graph(step, _t(2, 4))
     assert graph.source.startswith("def _program(ins):")
     assert "_acc(P0" in graph.source  # the leaf gradient of w, accumulated as backward does
+
+
+@pytest.mark.parametrize("reset", ["assign", "optimizer"])
+def test_a_reset_inside_fn_is_replayed_when_the_grads_were_none_at_capture(reset: str) -> None:
+    # Found by the strict-device work: with every .grad None when fn was captured, `w.grad = None` (or
+    # optimizer.zero_grad()) inside fn changed nothing the capture could compare, so replays accumulated
+    # (3,4 -> 6,8 -> 9,12) where eager gives 3,4 every time.
+    from rtxviz.optim import SGD
+
+    w = _param(2, dtype="float64")
+    opt = SGD([w], lr=0.0)
+
+    def step(x: Tensor) -> Variable:
+        if reset == "assign":
+            w.grad = None
+        else:
+            opt.zero_grad()
+        loss = (x * w).sum()
+        loss.backward()
+        return loss
+
+    x = Tensor(np.array([3.0, 4.0]))
+    assert w.grad is None
+    graph = cache_graph(step, x)
+    for _ in range(3):
+        graph.execute(x)
+        np.testing.assert_array_equal(w.grad.data, [3.0, 4.0])

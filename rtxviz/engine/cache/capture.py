@@ -274,6 +274,8 @@ class Capture(_hooks.EngineHook):
             self.accumulated(fields["leaf"], fields["grad"], fields["create_graph"])
         elif kind == "module_call":
             self.module_call(fields["module"], fields["training"])
+        elif kind == "grad_assigned":
+            self.grad_assigned(fields["variable"], fields["value"])
 
     # -- trace events (hooks.TRACE_KINDS) ----------------------------------------------------------------------
     def constant(self, t: Tensor) -> None:
@@ -315,6 +317,22 @@ class Capture(_hooks.EngineHook):
         if target[0] != BAD and leaf.grad is not None:
             self.keep.append(leaf.grad)
             self.grad_objs[id(leaf.grad)] = target
+
+    def grad_assigned(self, leaf: Any, value: Any) -> None:
+        """fn set ``leaf.grad = value``. A reset to None (``zero_grad()``) is replayed where it happened, also when
+        .grad was None already at capture, which comparing .grad before and after backward cannot see (replays
+        then accumulated across steps). Any other value is judged when backward accumulates (`accumulated`)."""
+        if value is not None or self.suspended:
+            return
+        j = self.in_objs.get(id(leaf))
+        if j is not None:
+            target = (IN, j)
+        elif id(leaf) in self.pre_objs and leaf.requires_grad and leaf._node is None:
+            target = self._param(leaf)
+        else:  # a Variable made inside fn: nothing of it outlives a replay
+            return
+        self.instrs.append(("reset", target))
+        self.grad_after[id(leaf)] = None
 
     def module_call(self, module: Any, training: bool) -> None:
         """A Module was called (nn.Module.__call__): its training flag chose the Python path fn took (dropout on
