@@ -1,6 +1,7 @@
 """What watching a PyTorch model costs (issue 18, point 4). Not a test: it prints numbers.
 
     python benchmarks/bench_torch_watch.py [--rounds 5] [--steps 10] [--threads 1]
+    python benchmarks/bench_torch_watch.py --probe [--rounds 3] [--steps 5]   # the seams one at a time, no server
 
 torchvision's resnet18 (random weights, 10 classes) trains on random 64x64 images, batch 16, SGD with momentum,
 in three variants alternating round by round in a shuffled order, in one process, beside a live `rtxviz serve`
@@ -73,13 +74,77 @@ def server_process(db: str):
         proc.wait(10)
 
 
+def probe(rounds: int, steps: int, batch: int = 4) -> None:
+    """The seams one at a time, in process, no server (events to a null sink): where a watched step's time goes."""
+    from torch.overrides import TorchFunctionMode
+
+    from rtxviz.torch.recorder import TorchRecorder
+
+    torch.manual_seed(0)
+    model = resnet18()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(batch, 3, 64, 64), torch.randint(0, 10, (batch,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step() -> None:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    class BareMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    @contextlib.contextmanager
+    def recorder(recording: bool):
+        rec = TorchRecorder(lambda ev: None, model).attach()
+        rec.recording = recording
+        try:
+            yield
+        finally:
+            rec.detach()
+
+    variants = {
+        "unwatched": contextlib.nullcontext,
+        "seams attached, not recording (an unsampled step)": lambda: recorder(False),
+        "recording, null sink (a sampled step, no server)": lambda: recorder(True),
+        "a bare function mode": BareMode,
+        "bare saved-tensor hooks": lambda: torch.autograd.graph.saved_tensors_hooks(lambda t: t.detach(),
+                                                                                  lambda t: t),
+    }
+    for _ in range(2):
+        step()
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    rng = random.Random(0)
+    for _ in range(rounds):
+        order = list(variants.items())
+        rng.shuffle(order)
+        for name, make in order:
+            per = []
+            with make():
+                for _ in range(steps):
+                    t0 = time.perf_counter()
+                    step()
+                    per.append(time.perf_counter() - t0)
+            times[name].append(statistics.median(per) * 1e3)
+    base = times["unwatched"]
+    print(f"probe: resnet18, batch {batch}, 3x64x64, {rounds} rounds x {steps} steps (median step per round)")
+    for k, v in times.items():
+        ratios = [a / b for a, b in zip(v, base, strict=True)]
+        print(f"  {k:52s} {statistics.median(v):8.1f} ms  {100 * (statistics.median(ratios) - 1):+6.1f}%")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the server needs a core)")
+    ap.add_argument("--probe", action="store_true", help="the seams one at a time, in process, no server")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.probe:
+        probe(args.rounds, args.steps)
+        return
     torch.manual_seed(0)
     model = resnet18()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
