@@ -80,5 +80,5 @@ export function luminance(c: string): number {
 export function textOn(background: string): string {
   const l = luminance(background);
   const dark = 0; // black: with white, one of the two always reaches a contrast of 4.5
-  return (1.05) / (l + 0.05) >= (l + 0.05) / (dark + 0.05) ? "#ffffff" : "#000000";
+  return (1.05) / (l + 0.05) >= (l + 0.05) / (dark + 0.05) ? "#ffffff" : "#000";
 }
