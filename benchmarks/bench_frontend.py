@@ -179,7 +179,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--static", type=Path, default=None,
+                    help="serve this built viewer instead of rtxviz/web/static (to compare two builds, run by run)")
+    ap.add_argument("--only", default=None, help="comma-separated parts: big, expand, live, burst (default all)")
     args = ap.parse_args()
+    parts = set((args.only or "big,expand,live,burst").split(","))
     if not (ROOT / "rtxviz" / "web" / "static" / "app.js").is_file():
         print("frontend not built: cd frontend && npm ci && npm run build", file=sys.stderr)
         return 2
@@ -189,26 +193,32 @@ def main() -> int:
 
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
     results: dict = {}
-    with tempfile.TemporaryDirectory() as tmp, ServerThread(create_app(db=f"{tmp}/runs.db")) as url, \
+    with tempfile.TemporaryDirectory() as tmp, \
+            ServerThread(create_app(db=f"{tmp}/runs.db", static_dir=args.static)) as url, \
             sync_playwright() as p:
         # the page's CSP forbids eval, which Playwright's wait_for_function needs: a context that bypasses it
         browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS).new_context(
             bypass_csp=True, viewport={"width": 1400, "height": 860})
-        big = big_graph(n_blocks=10, ops_per_block=160)
-        post_events(url, "big", big)
-        results["recorded_graph"] = {"nodes": sum(e["kind"] == "node" for e in big),
-                                     "leaves": sum(e["kind"] == "leaf" for e in big), "events": len(big)}
-        results["grouped"] = bench_big(browser, url, 300)
-        results["expanded"] = bench_big(browser, url, 5000)
-        gpt = gpt_graph(n_blocks=12, ops_per_block=165)
-        post_events(url, "gpt", gpt)
-        results["gpt_graph"] = {"nodes": sum(e["kind"] == "node" for e in gpt) + sum(e["kind"] == "leaf" for e in gpt)}
-        results["expand_all"] = bench_expand(browser, url, "expand all")
-        results["unfold"] = bench_expand(browser, url, "unfold")
-        results["live"] = bench_latency(browser, url, args.seconds)
-        results["burst"] = bench_burst(browser, url)
+        if "big" in parts:
+            big = big_graph(n_blocks=10, ops_per_block=160)
+            post_events(url, "big", big)
+            results["recorded_graph"] = {"nodes": sum(e["kind"] == "node" for e in big),
+                                         "leaves": sum(e["kind"] == "leaf" for e in big), "events": len(big)}
+            results["grouped"] = bench_big(browser, url, 300)
+            results["expanded"] = bench_big(browser, url, 5000)
+        if "expand" in parts:
+            gpt = gpt_graph(n_blocks=12, ops_per_block=165)
+            post_events(url, "gpt", gpt)
+            results["gpt_graph"] = {"nodes": sum(e["kind"] in ("node", "leaf") for e in gpt)}
+            results["expand_all"] = bench_expand(browser, url, "expand all")
+            results["unfold"] = bench_expand(browser, url, "unfold")
+        if "live" in parts:
+            results["live"] = bench_latency(browser, url, args.seconds)
+        if "burst" in parts:
+            results["burst"] = bench_burst(browser, url)
         browser.browser.close()
-    ok = (results["live"]["latency_p95_ms"] <= TARGETS["latency_p95_ms"]
+    ok = (parts == {"big", "expand", "live", "burst"}
+          and results["live"]["latency_p95_ms"] <= TARGETS["latency_p95_ms"]
           and all(results[m]["first_render_ms"] <= TARGETS["first_render_ms"] for m in ("grouped", "expanded"))
           and all(results[m]["pan_fps"] >= TARGETS["pan_fps"] for m in ("grouped", "expanded"))
           and all(results[m]["expand_ms"] <= TARGETS["expand_ms"] and not results[m]["edges_not_pointing_down"]

@@ -34,7 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.web": {"rtxviz.schema", "rtxviz.store", "rtxviz.summary", "rtxviz._version"},
     # the live view in a notebook: the emitter with a comm transport, a Variable's graph model replayed as events
     "rtxviz.notebook": {"rtxviz.events", "rtxviz.render", "rtxviz.summary", "rtxviz.engine"},
-    "rtxviz.lessons": {"rtxviz", "rtxviz.engine", "rtxviz.nn", "rtxviz.events", "rtxviz.export"},
+    "rtxviz.lessons": {"rtxviz", "rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.events",
+                       "rtxviz.export"},
     "rtxviz.cli": {"rtxviz", "rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.events",
                    "rtxviz.render", "rtxviz.store", "rtxviz.export", "rtxviz.web", "rtxviz.schema",
                    "rtxviz.summary", "rtxviz.conformance", "rtxviz._version", "rtxviz.lessons"},

@@ -142,9 +142,26 @@ export class GraphView {
     }, { passive: false });
   }
 
+  /** The drawing's size on screen, kept by a ResizeObserver: reading it from the element (getBoundingClientRect)
+   * right after thousands of new nodes forces the browser to lay them all out there and then (measured: more than
+   * half of an "expand all" of 2,500 nodes), before the frame that lays them out anyway. */
+  private size: { w: number; h: number } | null = null;
+
+  private screenSize(): { w: number; h: number } {
+    if (!this.size) {
+      const r = this.svg.getBoundingClientRect();
+      this.size = { w: r.width, h: r.height };
+      new ResizeObserver((es) => {
+        const c = es[es.length - 1].contentRect;
+        this.size = { w: c.width, h: c.height };
+      }).observe(this.svg);
+    }
+    return this.size;
+  }
+
   fit(b: { x0: number; y0: number; x1: number; y1: number }): void {
-    const r = this.svg.getBoundingClientRect();
-    const w = Math.max(1, r.width), hh = Math.max(1, r.height);
+    const r = this.screenSize();
+    const w = Math.max(1, r.w), hh = Math.max(1, r.h);
     const k = Math.min(1.2, Math.max(0.05, Math.min((w - 40) / (b.x1 - b.x0), (hh - 64) / (b.y1 - b.y0))));
     this.setTransform((w - (b.x1 - b.x0) * k) / 2 - b.x0 * k, 44 - b.y0 * k, k);
   }

@@ -21,8 +21,9 @@ def run_id_named(server: str, name: str) -> str:
 def test_lesson_command_lists_the_ladder(capsys):
     assert main(["lesson"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line.split()[1] for line in out[:8]] == ["neuron", "chain-rule", "fan-out", "broadcasting",
-                                                     "softmax-cross-entropy", "vanishing", "nan-hunt", "higher-order"]
+    assert [line.split()[1] for line in out[:11]] == [
+        "neuron", "chain-rule", "fan-out", "broadcasting", "softmax-cross-entropy", "vanishing", "nan-hunt",
+        "higher-order", "mlp-digits", "checkpointing", "graph-cache"]
     assert main(["lesson", "no-such-lesson", "--url", "http://127.0.0.1:9"]) == 2
 
 
@@ -69,9 +70,9 @@ def test_lesson_text_is_rendered_as_text(strict_page, server):
 
 
 def test_lessons_export_as_offline_html(browser, tmp_path):
-    assert main(["lesson", "softmax-cross-entropy", "--all", "--export", str(tmp_path)]) == 0
+    assert main(["lesson", "higher-order", "--all", "--export", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["05-softmax-cross-entropy.html", "06-vanishing.html", "07-nan-hunt.html", "08-higher-order.html",
+    assert files == ["08-higher-order.html", "09-mlp-digits.html", "10-checkpointing.html", "11-graph-cache.html",
                      "index.html"]
     assert main(["lesson", "neuron", "--export", str(tmp_path)]) == 0
     ctx = browser.new_context(viewport={"width": 1400, "height": 860})
@@ -125,3 +126,13 @@ def test_every_lesson_is_a_real_engine_run_that_shows_its_point():
     assert first["op"] == "sqrt" and first["origin"] is True
     # higher order: d/dx sum(3x²) = 6x
     assert leaf_grads(runs["higher-order"], 0)["x"]["values"] == [6.0, 12.0]
+    # the MLP learns: the loss (a scalar, its value sent) is lower at the last step than at the first
+    losses = [e["values"][0] for e in runs["mlp-digits"] if e["kind"] == "node" and e["op"] == "cross_entropy"]
+    assert len(losses) == 20 and losses[-1] < losses[0] * 0.8
+    # checkpointing: the segment is recomputed in backward
+    phases = [e["phase"] for e in runs["checkpointing"] if e["kind"] == "checkpoint"]
+    assert phases == ["begin", "end", "recompute_begin", "recompute_end"]
+    # the graph cache: recorded in step 0, replayed in steps 1 and 2 (which record no nodes)
+    cache = [(e["action"], e["step"]) for e in runs["graph-cache"] if e["kind"] == "graph_cache"]
+    assert ("hit", 1) in cache and ("hit", 2) in cache
+    assert {e["step"] for e in runs["graph-cache"] if e["kind"] == "node"} == {0}
