@@ -328,7 +328,7 @@ class TorchRecorder:
         seg = None
         if checkpoint:
             op = "checkpoint"
-            seg = self._new_segment(self._segment_names.pop(fn, None) or module or "checkpoint")
+            seg = self._new_segment(self._segment_names.pop(fn, "") or module or "checkpoint")
         ev: dict[str, Any] = {"kind": "node", "id": nid, "op": op, "inputs": refs, "shape": shape, "dtype": dtype,
                               "device": device, "module": module, "attrs": {"grad_fn": grad_fn_name},
                               "saved_bytes": saved}
