@@ -1,6 +1,11 @@
-"""Issue 2's workloads: deep_chain, tiny_mlp_train, gemm_backward and per_op, beside PyTorch.
+"""Issue 2's workloads: deep_chain, tiny_mlp_train, gemm_backward and per_op, beside PyTorch and DeZero; and
+issue 21's rows as users write them: tiny_mlp_train through nn.Sequential, F.mse_loss and optim.SGD, eager and
+replayed from the graph cache.
 
-    python benchmarks/bench_engine.py [--rounds 3] [--torch-python /path/to/python-with-torch]
+    python benchmarks/bench_engine.py [--rounds 3] [--threads N] [--torch-python /path/to/python-with-torch]
+
+Without --threads no engine's BLAS or intra-op thread count is set (what a user gets); --threads N sets it for
+all three (numpy's here before it is imported, PyTorch's and DeZero's in their workers).
 """
 
 from __future__ import annotations
@@ -9,15 +14,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import compare
+from harness import blas_threads_from_argv, compare
+
+if __name__ == "__main__":
+    blas_threads_from_argv(sys.argv[1:])  # before numpy is imported: its BLAS reads the thread count once
+
+import numpy as np
 
 import rtxviz
-from rtxviz import Tensor, Variable, no_grad
+from rtxviz import Tensor, Variable, nn, no_grad, optim
+from rtxviz.engine.cache import init_graph_cache, run_cached
+from rtxviz.nn import functional as F
 
 
 def leaf(array: np.ndarray) -> Variable:
@@ -89,6 +99,51 @@ def tiny_mlp_train() -> tuple:
     return step, None
 
 
+def _module_model() -> tuple:
+    """16-32-32-1 tanh MLP as nn.Sequential, plain optim.SGD(0.01), batch 8 (the shapes of tiny_mlp_train)."""
+    rtxviz.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 1))
+    opt = optim.SGD(model.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    x = Tensor.from_numpy(rng.standard_normal((8, 16)).astype(np.float32))
+    y = Tensor.from_numpy(rng.standard_normal((8, 1)).astype(np.float32))
+    return model, opt, x, y
+
+
+def tiny_mlp_train_modules() -> tuple:
+    """tiny_mlp_train as a user writes it: zero_grad, model(x), F.mse_loss, backward, step."""
+    model, opt, x, y = _module_model()
+
+    def step() -> None:
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return step, None
+
+
+def tiny_mlp_train_modules_replay() -> tuple:
+    """The same step with forward, loss and backward replayed from the graph cache (`run_cached`); zero_grad and
+    the optimizer step stay eager, outside the cached function, as a user writes them."""
+    model, opt, x, y = _module_model()
+
+    def forward_backward(x: Tensor, y: Tensor) -> Variable:
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    init_graph_cache()
+
+    def step() -> None:
+        opt.zero_grad()
+        run_cached(forward_backward, x, y, params=params)
+        opt.step()
+
+    params = list(model.parameters())
+    return step, None
+
+
 def gemm_backward() -> tuple:
     rng = np.random.default_rng(0)
     a = leaf(rng.standard_normal((1024, 1024)))
@@ -122,13 +177,38 @@ def mul_sum_backward() -> tuple:
 WORKLOADS = {
     "deep_chain": {"rtxviz": deep_chain, "torch": "deep_chain"},
     "deep_chain_forward": {"rtxviz": deep_chain_forward, "torch": "deep_chain_forward"},
-    "tiny_mlp_train": {"rtxviz": tiny_mlp_train, "torch": "tiny_mlp_train"},
+    "tiny_mlp_train": {"rtxviz": tiny_mlp_train, "torch": "tiny_mlp_train", "dezero": "tiny_mlp_train"},
+    "tiny_mlp_train_modules": {"rtxviz": tiny_mlp_train_modules, "torch": "tiny_mlp_train",
+                               "dezero": "tiny_mlp_train", "unit": "us"},
+    "tiny_mlp_train_modules_replay": {"rtxviz": tiny_mlp_train_modules_replay, "torch": "tiny_mlp_train",
+                                      "dezero": "tiny_mlp_train", "unit": "us"},
     "gemm_backward": {"rtxviz": gemm_backward, "torch": "gemm_backward"},
-    "per_op/add_nograd": {"rtxviz": add_nograd, "torch": "per_op/add_nograd", "unit": "us"},
-    "per_op/add_requires_grad": {"rtxviz": add_requires_grad, "torch": "per_op/add_requires_grad", "unit": "us"},
-    "per_op/mul_sum_backward": {"rtxviz": mul_sum_backward, "torch": "per_op/mul_sum_backward", "unit": "us"},
+    "per_op/add_nograd": {"rtxviz": add_nograd, "torch": "per_op/add_nograd", "dezero": "per_op/add_nograd",
+                          "unit": "us"},
+    "per_op/add_requires_grad": {"rtxviz": add_requires_grad, "torch": "per_op/add_requires_grad",
+                                 "dezero": "per_op/add_requires_grad", "unit": "us"},
+    "per_op/mul_sum_backward": {"rtxviz": mul_sum_backward, "torch": "per_op/mul_sum_backward",
+                                "dezero": "per_op/mul_sum_backward", "unit": "us"},
 }
+
+
+def report_issue21(results: dict[str, dict[str, float]]) -> None:
+    """The ratios issue 21 sets targets for, derived from the one run's medians."""
+    hand, mods = results.get("tiny_mlp_train"), results.get("tiny_mlp_train_modules")
+    replay = results.get("tiny_mlp_train_modules_replay")
+    if hand and mods:  # hand is in ms, the module rows in us
+        print(f"# module path / hand-written: {mods['ours'] / (hand['ours'] * 1e3):.2f} (target <= 1.15)")
+    if mods and replay:
+        print(f"# graph-cache replay through modules: {mods['ours'] / replay['ours']:.2f}x faster than eager "
+              "(target >= 3)")
+    for name, target in (("tiny_mlp_train_modules", 0.75), ("per_op/mul_sum_backward", 0.8)):
+        row = results.get(name)
+        if row and "dezero_ratio" in row:
+            print(f"# {name} / DeZero: {row['dezero_ratio']:.2f} (target <= {target})")
+    if mods and "ratio" in mods:
+        print(f"# tiny_mlp_train_modules / PyTorch: {mods['ratio']:.2f} (target <= 0.8)")
+
 
 if __name__ == "__main__":
     rtxviz.manual_seed(0)
-    compare(WORKLOADS)
+    report_issue21(compare(WORKLOADS))

@@ -1,9 +1,9 @@
 """Timing and side-by-side comparison with PyTorch, shared by every benchmark script.
 
-Each workload has an rtxviz factory (run in this process) and, optionally, a PyTorch factory (run in a
-long-lived worker process of a Python that has torch, `--torch-python`). Rounds alternate between the two
-engines so that the shared machine's noise hits both alike; the report gives medians and the ratio
-ours / PyTorch (< 1 is faster).
+Each workload has an rtxviz factory (run in this process) and, optionally, a PyTorch factory and a DeZero one
+(each run in a long-lived worker process of a Python that has the package, `--torch-python`, `--dezero-python`).
+Rounds alternate between the engines so that the shared machine's noise hits them alike; the report gives
+medians and the ratios ours / PyTorch and ours / DeZero (< 1 is faster).
 """
 
 from __future__ import annotations
@@ -53,22 +53,35 @@ def time_samples(fn: Callable[[], Any], setup: Callable[[], Any] | None = None, 
     return samples
 
 
-class TorchWorker:
-    """A subprocess running benchmarks/torch_workloads.py: one JSON request and answer per line."""
+def thread_env(threads: int | None) -> dict[str, str]:
+    """The environment of a worker: with `threads`, every BLAS / OpenMP pool and PyTorch's intra-op pool get
+    that many threads (RTXVIZ_BENCH_THREADS tells the worker); without, nothing is set: what a user gets."""
+    if threads is None:
+        return dict(os.environ)
+    n = str(threads)
+    return dict(os.environ, OMP_NUM_THREADS=n, MKL_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, RTXVIZ_BENCH_THREADS=n)
 
-    def __init__(self, python: str) -> None:
-        env = dict(os.environ, OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
-        self.proc = subprocess.Popen([python, str(HERE / "torch_workloads.py"), "--serve"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env)
+
+class Worker:
+    """A subprocess serving `script` (one JSON request and answer per line); its first line names the
+    engine's version under `engine` and the thread count it runs with under "threads"."""
+
+    script = "torch_workloads.py"
+    engine = "torch"
+
+    def __init__(self, python: str, threads: int | None = None) -> None:
+        self.proc = subprocess.Popen([python, str(HERE / self.script), "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=thread_env(threads))
         hello = json.loads(self.proc.stdout.readline())
-        self.version = hello["torch"]
+        self.version = hello[self.engine]
+        self.threads = hello.get("threads", "default")
 
     def run(self, name: str, min_time: float) -> list[float]:
         self.proc.stdin.write(json.dumps({"workload": name, "min_time": min_time}) + "\n")
         self.proc.stdin.flush()
         answer = json.loads(self.proc.stdout.readline())
         if "error" in answer:
-            raise RuntimeError(f"torch worker: {answer['error']}")
+            raise RuntimeError(f"{self.engine} worker: {answer['error']}")
         return answer["samples"]
 
     def close(self) -> None:
@@ -76,33 +89,71 @@ class TorchWorker:
         self.proc.wait(timeout=30)
 
 
-def start_torch(python: str | None) -> TorchWorker | None:
+class TorchWorker(Worker):
+    """benchmarks/torch_workloads.py in a Python that has torch."""
+
+
+class DezeroWorker(Worker):
+    """benchmarks/dezero_workloads.py in a Python that has dezero 0.0.13."""
+
+    script = "dezero_workloads.py"
+    engine = "dezero"
+
+
+def start_torch(python: str | None, threads: int | None = None) -> TorchWorker | None:
     if not python or not Path(python).exists():
         print(f"# PyTorch side skipped: no python with torch at {python!r} (set --torch-python)")
         return None
     try:
-        worker = TorchWorker(python)
+        # threads only when given: a script's own TorchWorker subclass (bench_training.py) may fix them itself
+        worker = TorchWorker(python) if threads is None else TorchWorker(python, threads)
     except Exception as exc:
         print(f"# PyTorch side skipped: {exc}")
         return None
-    print(f"# PyTorch {worker.version} in {python}")
+    print(f"# PyTorch {worker.version} in {python}, {getattr(worker, 'threads', '?')} intra-op threads")
+    return worker
+
+
+def start_dezero(python: str | None, threads: int | None) -> DezeroWorker | None:
+    if not python or not Path(python).exists():
+        print(f"# DeZero side skipped: no python at {python!r} (set --dezero-python)")
+        return None
+    try:
+        worker = DezeroWorker(python, threads)
+    except Exception as exc:
+        print(f"# DeZero side skipped: {exc}")
+        return None
+    print(f"# DeZero {worker.version} in {python}, BLAS threads: {worker.threads}")
     return worker
 
 
 def compare(workloads: dict[str, dict[str, Any]], argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    """Run `workloads` ({name: {"rtxviz": factory, "unit": "ms"|"us", "torch": torch workload name or None}})
-    for --rounds alternating rounds; print a table; return {name: {"ours": median, "torch": median, "ratio"}}."""
+    """Run `workloads` ({name: {"rtxviz": factory, "unit": "ms"|"us", "torch": torch workload name or None,
+    "dezero": DeZero workload name or None}}) for --rounds alternating rounds; print a table; return
+    {name: {"ours": median, "torch": median, "ratio", "dezero": median, "dezero_ratio"}}.
+
+    --threads N gives every engine N BLAS / intra-op threads; without it the two workers are left at their
+    defaults (what a user gets) and the rtxviz process at whatever its environment says (a script that wants
+    --threads to reach numpy calls `blas_threads_from_argv` before numpy is imported)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--min-time", type=float, default=0.5, help="seconds of timed iterations per round")
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--torch-python", default=DEFAULT_TORCH_PYTHON)
+    ap.add_argument("--dezero-python", default=DEFAULT_TORCH_PYTHON, help="a python with dezero 0.0.13")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="BLAS / intra-op threads for every engine (default: each engine's own default)")
     ap.add_argument("--json", default="", help="write the results to this file")
     args = ap.parse_args(argv)
     names = [n for n in workloads if not args.only or n in args.only.split(",")]
-    torch = start_torch(args.torch_python) if any(workloads[n].get("torch") for n in names) else None
+    print(f"# threads: {args.threads if args.threads is not None else 'each engine default'}; rtxviz process "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+    torch = start_torch(args.torch_python, args.threads) if any(workloads[n].get("torch") for n in names) else None
+    dezero = start_dezero(args.dezero_python, args.threads) if any(workloads[n].get("dezero") for n in names) \
+        else None
     ours: dict[str, list[float]] = {n: [] for n in names}
     theirs: dict[str, list[float]] = {n: [] for n in names}
+    peer: dict[str, list[float]] = {n: [] for n in names}
     built = {}
     for n in names:
         built[n] = workloads[n]["rtxviz"]()
@@ -113,24 +164,56 @@ def compare(workloads: dict[str, dict[str, Any]], argv: list[str] | None = None)
             ours[n] += time_samples(fn, setup, args.min_time, calls_per_sample=calls)
             if torch is not None and workloads[n].get("torch"):
                 theirs[n] += torch.run(workloads[n]["torch"], args.min_time)
-    if torch is not None:
-        torch.close()
+            if dezero is not None and workloads[n].get("dezero"):
+                peer[n] += dezero.run(workloads[n]["dezero"], args.min_time)
+    for worker in (torch, dezero):
+        if worker is not None:
+            worker.close()
     results: dict[str, dict[str, float]] = {}
-    print(f"{'workload':34s} {'rtxviz':>12s} {'pytorch':>12s} {'ratio':>7s}")
+    print(f"{'workload':34s} {'rtxviz':>12s} {'pytorch':>12s} {'ratio':>7s} {'dezero':>12s} {'ratio':>7s}")
     for n in names:
         scale, unit = (1e6, "us") if workloads[n].get("unit") == "us" else (1e3, "ms")
         o = statistics.median(ours[n]) * scale
         row = {"ours": o, "unit": unit}
-        t_txt, r_txt = "-", "-"
-        if theirs[n]:
-            t = statistics.median(theirs[n]) * scale
-            row.update(torch=t, ratio=o / t)
-            t_txt, r_txt = f"{t:10.3f}{unit}", f"{o / t:7.2f}"
+        cells = []
+        for key, samples in (("torch", theirs[n]), ("dezero", peer[n])):
+            if samples:
+                t = statistics.median(samples) * scale
+                row[key] = t
+                row["ratio" if key == "torch" else "dezero_ratio"] = o / t
+                cells += [f"{t:10.3f}{unit}", f"{o / t:7.2f}"]
+            else:
+                cells += ["-", "-"]
         results[n] = row
-        print(f"{n:34s} {o:10.3f}{unit} {t_txt:>12s} {r_txt:>7s}")
+        print(f"{n:34s} {o:10.3f}{unit} {cells[0]:>12s} {cells[1]:>7s} {cells[2]:>12s} {cells[3]:>7s}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return results
+
+
+def blas_threads_from_argv(argv: list[str]) -> int | None:
+    """The N of `--threads N` (or `--threads=N`) in `argv`, also exported as OPENBLAS_NUM_THREADS /
+    OMP_NUM_THREADS / MKL_NUM_THREADS: call it before numpy is imported, whose BLAS reads them once.
+
+    >>> import os
+    >>> saved = {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    >>> blas_threads_from_argv(["--rounds", "3", "--threads=1"]), os.environ["OPENBLAS_NUM_THREADS"]
+    (1, '1')
+    >>> blas_threads_from_argv(["--rounds", "3"]) is None
+    True
+    >>> for k, v in saved.items():
+    ...     _ = os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    """
+    n = None
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            n = int(argv[i + 1])
+        elif a.startswith("--threads="):
+            n = int(a.split("=", 1)[1])
+    if n is not None:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(n)
+    return n
 
 
 if __name__ == "__main__":  # pragma: no cover

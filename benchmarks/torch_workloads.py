@@ -6,6 +6,7 @@ Runs in a Python that has torch: `python torch_workloads.py --serve` answers one
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +16,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from harness import time_samples
 
-torch.set_num_threads(2)
+# --threads N of the benchmark scripts arrives as RTXVIZ_BENCH_THREADS; without it PyTorch keeps its own default
+# (what a user gets), as numpy does in the rtxviz process.
+if os.environ.get("RTXVIZ_BENCH_THREADS"):
+    torch.set_num_threads(int(os.environ["RTXVIZ_BENCH_THREADS"]))
 REGISTRY: dict[str, Callable[[], tuple]] = {}
 
 
@@ -112,7 +116,7 @@ def mul_sum_backward() -> tuple:
 
 
 def serve() -> None:
-    print(json.dumps({"torch": torch.__version__}), flush=True)
+    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
     built: dict[str, tuple] = {}
     for line in sys.stdin:
         req = json.loads(line)

@@ -100,8 +100,9 @@ class Sequential(Module):
         self._renumber(mods)
 
     def forward(self, x: Any) -> Any:
-        for m in self.children():
-            x = m(x)
+        for m in self._modules.values():  # the registry itself: no generator per call (None entries skipped)
+            if m is not None:
+                x = m(x)
         return x
 
 

@@ -69,11 +69,15 @@ class Linear(Module):
             init.default_bias_(self.bias, self.in_features)
 
     def forward(self, x: Any) -> Any:
-        if x.shape[-1:] != (self.in_features,):
+        shape = x.shape
+        if not shape or shape[-1] != self.in_features:
             raise ShapeError(f"Linear({self.in_features}, {self.out_features}): input has "
-                             f"{x.shape[-1] if x.ndim else 'no'} features in its last dim (input shape "
-                             f"{tuple(x.shape)}), expected {self.in_features}")
-        return _linear(x, self.weight, self.bias)
+                             f"{shape[-1] if shape else 'no'} features in its last dim (input shape "
+                             f"{tuple(shape)}), expected {self.in_features}")
+        # The registry directly: `self.weight` finds nothing in the instance dict and lands in
+        # Module.__getattr__ after a failed lookup, which costs more than this layer's bookkeeping on small inputs.
+        params = self.__dict__["_parameters"]
+        return _linear(x, params["weight"], params["bias"])
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

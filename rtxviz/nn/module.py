@@ -25,7 +25,7 @@ import numpy as np
 
 from ..engine import hooks as _hooks
 from ..engine.errors import DTypeError, RtxvizError
-from ..engine.graph import module_scope
+from ..engine.grad_mode import STATE as _GRAD_STATE
 from ..engine.tensor import Tensor
 from ..engine.variable import Variable
 
@@ -271,6 +271,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__}: implement forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # The hot path of every model: a small module's call costs about as much as the op it runs, so the
+        # scope is set and restored inline (no closure per call) and the hook registries are read once.
         d = self.__dict__
         path = d["_path"]
         if path is None:
@@ -279,24 +281,34 @@ class Module:
         if _hooks.TRACING:
             # For tracers (the graph cache's capture): which modules ran, in which mode, with which structure.
             _hooks.trace("module_call", module=self, training=d["training"])
-        restore = module_scope(path)
+        state = _GRAD_STATE
+        prev = state.module_path
+        state.module_path = path
         try:
-            pre_hooks = d.get("_forward_pre_hooks")
-            if pre_hooks:
-                for hook in list(pre_hooks.values()):
-                    result = hook(self, args)
-                    if result is not None:  # as PyTorch: a returned non-tuple is the single argument
-                        args = result if isinstance(result, tuple) else (result,)
-            output = self.forward(*args, **kwargs)
-            hooks = d.get("_forward_hooks")
-            if hooks:
-                for hook in list(hooks.values()):
-                    result = hook(self, args, output)
-                    if result is not None:
-                        output = result
-            return output
+            # .get: a module unpickled from an old file may lack the registries
+            if d.get("_forward_pre_hooks") or d.get("_forward_hooks"):
+                return self._call_with_hooks(args, kwargs)
+            return self.forward(*args, **kwargs)
         finally:
-            restore()
+            state.module_path = prev
+
+    def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
+        """forward between its pre-hooks and hooks (copied before running: a hook may remove itself)."""
+        d = self.__dict__
+        pre_hooks = d.get("_forward_pre_hooks")
+        if pre_hooks:
+            for hook in list(pre_hooks.values()):
+                result = hook(self, args)
+                if result is not None:  # as PyTorch: a returned non-tuple is the single argument
+                    args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        hooks = d.get("_forward_hooks")
+        if hooks:
+            for hook in list(hooks.values()):
+                result = hook(self, args, output)
+                if result is not None:
+                    output = result
+        return output
 
     def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False) -> RemovableHandle:
         """Call `hook(module, args)` before each forward; a value it returns replaces the positional arguments

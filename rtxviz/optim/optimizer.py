@@ -121,22 +121,30 @@ class Optimizer:
         # Measure while adding only where `_update` is a built-in one that ends with `_add_update` (marked by
         # `ends_with_add_update`): a subclass's `_update` may change the parameter after adding (a clamp), add
         # twice or into another array, and squares measured at the add would then not be the parameter's.
-        self._measuring = updates is not None and getattr(type(self)._update, "ends_with_add_update", False)
+        measuring = self._measuring = updates is not None and getattr(type(self)._update, "ends_with_add_update",
+                                                                       False)
+        # Looked up once per step, not per parameter: on a small model these lookups are a good part of the step.
+        site = self._site
+        update = self._update
+        states = self.state
+        bump = _versions.bump
         try:
             for group in self.param_groups:
                 for p in group["params"]:
                     g = p.grad
                     if g is None:
                         continue
-                    st = self.state.get(id(p))
+                    st = states.get(id(p))
                     if st is None:
-                        st = self.state[id(p)] = {}
+                        st = states[id(p)] = {}
+                    data = p.data
                     grad = g.data
-                    if grad.dtype != p.data.dtype:
-                        grad = grad.astype(p.data.dtype)
-                    self._measured = None
-                    u = self._update(p.data, grad, st, group)
-                    _versions.bump(p.data, self._site)  # a graph that saved this parameter must not use it now
+                    if grad.dtype != data.dtype:
+                        grad = grad.astype(data.dtype)
+                    if measuring:
+                        self._measured = None
+                    u = update(data, grad, st, group)
+                    bump(data, site)  # a graph that saved this parameter must not use it now
                     if updates is not None:
                         measured = self._measured
                         # the squares belong to this update only if it is the array that was added last
