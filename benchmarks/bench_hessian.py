@@ -6,7 +6,11 @@ rtxviz runs in this process (`HessianComputer.compute`, batched, and the row-by-
 torch (`--torch-python`, default /tmp/torchvenv/bin/python), fed the same W and x. Rounds alternate between
 the engines so that machine noise hits both; the report is medians and ratios (ours / PyTorch's).
 
-    PYTHONPATH=. python3 benchmarks/bench_hessian.py [--rounds 15] [--iters 20] [--torch-threads 2]
+    PYTHONPATH=. python3 benchmarks/bench_hessian.py [--rounds 15] [--iters 20] [--threads 2] [--torch-threads N]
+
+--threads N sets rtxviz's BLAS threads (read by OpenBLAS once, at numpy's import) and, unless --torch-threads is
+given, PyTorch's too; the default is the environment's OPENBLAS_NUM_THREADS, else 2 (bench/WORKLOADS.md). On a
+loaded machine 1 thread gives steadier ratios.
 """
 
 from __future__ import annotations
@@ -20,12 +24,27 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+
+def _take_threads(argv: list[str]) -> str:
+    """`--threads N` from argv (removed there), else the environment's BLAS thread count, else 2."""
+    if "--threads" in argv:
+        i = argv.index("--threads")
+        value = argv[i + 1]
+        del argv[i:i + 2]
+        return value
+    return os.environ.get("OPENBLAS_NUM_THREADS", "2")
+
+
+# Before numpy loads: OpenBLAS reads its thread count once, at import.
+THREADS = _take_threads(sys.argv)
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = THREADS
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rtxviz import Tensor
-from rtxviz.engine.functional import HessianComputer
+from rtxviz import Tensor  # noqa: E402
+from rtxviz.engine.functional import HessianComputer  # noqa: E402
 
 N = 64
 
@@ -72,8 +91,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--iters", type=int, default=20, help="iterations per engine per round (loops: a quarter)")
-    ap.add_argument("--torch-threads", type=int, default=2,
-                    help="PyTorch intra-op threads (WORKLOADS.md: 2; on a loaded machine 1 is kinder to PyTorch)")
+    ap.add_argument("--torch-threads", type=int, default=int(THREADS),
+                    help="PyTorch intra-op threads (default: --threads; on a loaded machine 1 is kinder to PyTorch)")
     ap.add_argument("--torch-python", default=os.environ.get("RTXVIZ_TORCH_PYTHON", "/tmp/torchvenv/bin/python"))
     args = ap.parse_args()
 
@@ -102,7 +121,8 @@ def main() -> None:
                                  stdout=subprocess.PIPE, text=True, env=env)
         hello = json.loads(child.stdout.readline())
         torch_err = hello["err"]
-        print(f"PyTorch {hello['ready']} in a child process ({args.torch_python}), {threads} thread(s)")
+        print(f"PyTorch {hello['ready']} in a child process ({args.torch_python}), {threads} thread(s); "
+              f"rtxviz BLAS threads {THREADS}")
     else:
         print(f"no PyTorch at {args.torch_python}: timing rtxviz only")
 

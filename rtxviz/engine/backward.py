@@ -176,9 +176,14 @@ def run_backward(
     create_graph: bool = False,
     inputs: Sequence[Variable] | None = None,
     allow_unused: bool = False,
+    plan: dict | None = None,
 ) -> list[Any] | None:
     """Backpropagate from `outputs`. Without `inputs`, accumulate into every reachable leaf's `.grad`;
-    with `inputs`, return their gradients instead (as `rtxviz.grad`) and touch no `.grad`."""
+    with `inputs`, return their gradients instead (as `rtxviz.grad`) and touch no `.grad`.
+
+    `plan`: a dict the caller keeps across repeated walks of one unchanged retained graph (a Hessian's or
+    Jacobian's row loop); the walk's order and pruning are computed on the first walk, stored there, and reused,
+    so each later row pays only for the backward rules."""
     if retain_graph is None:
         retain_graph = create_graph
     claimed: set[int] = set()  # buffers handed out this pass (see accumulate_leaf_grad)
@@ -214,10 +219,15 @@ def run_backward(
                 wanted_nodes[id(v._node)] = i
     results: list[Any] = [None] * (len(inputs) if inputs is not None else 0)
 
-    order = topological_order(roots)
-    must_run: set[int] = set()
-    if inputs is not None:
-        order, must_run = _prune(order, wanted_nodes, wanted_leaves)
+    if plan:
+        order, must_run = plan["order"], plan["must_run"]
+    else:
+        order = topological_order(roots)
+        must_run = set()
+        if inputs is not None:
+            order, must_run = _prune(order, wanted_nodes, wanted_leaves)
+        if plan is not None:
+            plan["order"], plan["must_run"] = order, must_run
     hooks = _hooks.ACTIVE
     if hooks:
         for h in hooks:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .backward import grad
+from .backward import grad, run_backward
 from .batched import batched_vjp
 from .errors import DTypeError, ShapeError
 from .grad_mode import enable_grad
@@ -56,11 +56,14 @@ def _rows(output: Variable, x: Variable, cotangents: Any, batched: bool = True) 
     xp = x.xp
     if not isinstance(output, Variable) or not output.requires_grad:
         return xp.zeros((cotangents.shape[0], *x.shape), dtype=x.dtype)
-    rows = []
+    rows = xp.zeros(cotangents.shape[:1] + tuple(x.shape), dtype=x.dtype)
+    plan: dict = {}  # the graph is the same for every row: order and prune it once (see run_backward)
+    outs, ins = [output], [x]
     for i in range(cotangents.shape[0]):
-        (g,) = grad(output, x, grad_outputs=Tensor._wrap(cotangents[i]), retain_graph=True, allow_unused=True)
-        rows.append(xp.zeros(x.shape, dtype=x.dtype) if g is None else g.data)
-    return xp.stack(rows)
+        (g,) = run_backward(outs, [output._wrap(cotangents[i], None)], True, False, ins, True, plan)
+        if g is not None:
+            rows[i] = g.data
+    return rows
 
 
 class JacobianComputer:

@@ -9,10 +9,14 @@ conv2d is bilinear in (input, weight), so three ops close under differentiation:
 so create_graph and second derivatives need nothing more. First order stays fast: the im2col columns made in
 forward are handed to the weight gradient instead of being rebuilt.
 
-im2col lays the columns out as [N, C, kh, kw, Ho, Wo]: each kernel offset (i, j) is one strided slice copy of
-the padded input, and the output [N, O, Ho·Wo] comes straight out of W[O, C·kh·kw] @ cols[N, C·kh·kw, Ho·Wo]
-already in NCHW order (no transpose copy). col2im adds the slices back, one kernel offset at a time (at
-stride 1 as contiguous runs of "wide rows", see `Plan`).
+im2col lays the columns out channel-major, as [C, kh, kw, N, Ho, Wo]: each kernel offset (i, j) is one strided
+slice copy of the padded input (itself made channel-major, [C, N, Hp, Wp], by one transposing copy), and every
+product is one large GEMM over the whole batch: the output [O, N·Ho·Wo] = W[O, C·kh·kw] @ cols[C·kh·kw, N·Ho·Wo]
+(then one transposing copy back to NCHW), the weight gradient dY[O, N·Ho·Wo] @ colsᵀ. Measured per shape against
+the batch-major layout [N, C·kh·kw, Ho·Wo] with N small GEMMs (benchmarks/README.md, issue 21): the one large
+GEMM wins most on the weight gradient, where the batch-major layout also had to sum N partial products.
+col2im adds the slices back, one kernel offset at a time (at stride 1 as contiguous runs of "wide rows", see
+`Plan`).
 
 conv1d is conv2d of height 1, and conv_transpose2d is conv2d_grad_input with its input in the place of dY: both
 run the same kernels, and their gradients are the same three ops.
@@ -70,6 +74,10 @@ def window(xpad: Any, i: int, j: int, ho: int, wo: int, stride: Pair, dilation: 
 class Plan:
     """The geometry of one convolution, and the column layout its kernels use.
 
+    Columns are channel-major, [c, kh, kw, n, ho·rw]: the batch sits inside each column row, so every
+    convolution is one large GEMM over all n images (W[O, C·kh·kw] @ cols[C·kh·kw, n·ho·rw]) instead of n
+    small ones, and the weight gradient is one GEMM over n·ho·wo with no sum of n partial products.
+
     col2im at stride 1 uses the "wide row" layout (`wide=True`): each column row spans the full padded width wp
     instead of wo, so every kernel offset is one contiguous run of the flattened padded image, added in one
     fast pass instead of ho short strided rows. The output gradient is widened with zeros, so the wp - wo extra
@@ -91,58 +99,78 @@ class Plan:
         self.rw = self.wp if self.wide else self.wo
         self.slack = (self.kw - 1) * dilation[1]  # the last offset's run overshoots the image by this much
 
+    @property
+    def cols_per_channel(self) -> int:
+        """The length of one column row: n·ho·rw."""
+        return self.n * self.ho * self.rw
+
     def offsets(self) -> Iterator[tuple[int, int, int]]:
         for i in range(self.kh):
             for j in range(self.kw):
                 yield i, j, i * self.dilation[0] * self.wp + j * self.dilation[1]
 
     def flat_buffer(self, xp: Any, dtype: Any) -> tuple[Any, Any]:
-        """A zero [n, c, hp·wp + slack] buffer and its [n, c, h, w] interior view."""
-        buf = xp.zeros((self.n, self.c, self.hp * self.wp + self.slack), dtype=dtype)
+        """A zero [c, n, hp·wp + slack] buffer and its [c, n, h, w] interior view (channel-major, as the columns)."""
+        buf = xp.zeros((self.c, self.n, self.hp * self.wp + self.slack), dtype=dtype)
         ph, pw = self.padding
-        inner = buf[:, :, :self.hp * self.wp].reshape(self.n, self.c, self.hp, self.wp)
+        inner = buf[:, :, :self.hp * self.wp].reshape(self.c, self.n, self.hp, self.wp)
         return buf, inner[:, :, ph:ph + self.h, pw:pw + self.w]
 
 
+def _channel_major_padded(pl: Plan, x: Any) -> Any:
+    """x [n, c, h, w] as [c, n, hp, wp] with zero borders: one transposing copy, so that the kernel offsets'
+    copies read contiguous rows (a view of x itself when there is no padding)."""
+    ph, pw = pl.padding
+    xt = x.transpose(1, 0, 2, 3)
+    if not ph and not pw:
+        return xt
+    out = xp_of(x).zeros((pl.c, pl.n, pl.hp, pl.wp), dtype=x.dtype)
+    out[:, :, ph:ph + pl.h, pw:pw + pl.w] = xt
+    return out
+
+
 def im2col(pl: Plan, x: Any) -> Any:
-    """Columns [n, c, kh, kw, ho·wo]: one strided copy per kernel offset (narrow layout only)."""
-    cols = xp_of(x).empty((pl.n, pl.c, pl.kh, pl.kw, pl.ho * pl.wo), dtype=x.dtype)
-    xpad = pad2d(x, *pl.padding)
-    cols6 = cols.reshape(pl.n, pl.c, pl.kh, pl.kw, pl.ho, pl.wo)
+    """Columns [c, kh, kw, n, ho·wo]: one strided copy per kernel offset (narrow layout only)."""
+    cols = xp_of(x).empty((pl.c, pl.kh, pl.kw, pl.n, pl.ho * pl.wo), dtype=x.dtype)
+    xpad = _channel_major_padded(pl, x)
+    cols6 = cols.reshape(pl.c, pl.kh, pl.kw, pl.n, pl.ho, pl.wo)
     for i in range(pl.kh):
         for j in range(pl.kw):
-            cols6[:, :, i, j] = window(xpad, i, j, pl.ho, pl.wo, pl.stride, pl.dilation)
+            cols6[:, i, j] = window(xpad, i, j, pl.ho, pl.wo, pl.stride, pl.dilation)
     return cols
 
 
 def col2im(pl: Plan, cols: Any) -> Any:
-    """The adjoint of im2col: add each kernel offset's columns back into a zero image [n, c, h, w]."""
+    """The adjoint of im2col: add each kernel offset's columns back into a zero image, returned [n, c, h, w]."""
     xp = xp_of(cols)
-    cols = cols.reshape(pl.n, pl.c, pl.kh, pl.kw, pl.ho * pl.rw)
+    cols = cols.reshape(pl.c, pl.kh, pl.kw, pl.n, pl.ho * pl.rw)
     if pl.wide:
         buf, inner = pl.flat_buffer(xp, cols.dtype)
         run = pl.ho * pl.wp
         for i, j, off in pl.offsets():
-            buf[:, :, off:off + run] += cols[:, :, i, j]
-        return xp.ascontiguousarray(inner)
+            buf[:, :, off:off + run] += cols[:, i, j]
+        return xp.ascontiguousarray(inner.transpose(1, 0, 2, 3))
     ph, pw = pl.padding
-    dx = xp.zeros((pl.n, pl.c, pl.hp, pl.wp), dtype=cols.dtype)
-    cols6 = cols.reshape(pl.n, pl.c, pl.kh, pl.kw, pl.ho, pl.wo)
+    dx = xp.zeros((pl.c, pl.n, pl.hp, pl.wp), dtype=cols.dtype)
+    cols6 = cols.reshape(pl.c, pl.kh, pl.kw, pl.n, pl.ho, pl.wo)
     for i in range(pl.kh):
         for j in range(pl.kw):
-            window(dx, i, j, pl.ho, pl.wo, pl.stride, pl.dilation)[...] += cols6[:, :, i, j]
-    if ph or pw:
-        dx = xp.ascontiguousarray(dx[:, :, ph:ph + pl.h, pw:pw + pl.w])
-    return dx
+            window(dx, i, j, pl.ho, pl.wo, pl.stride, pl.dilation)[...] += cols6[:, i, j]
+    return xp.ascontiguousarray(dx[:, :, ph:ph + pl.h, pw:pw + pl.w].transpose(1, 0, 2, 3))
 
 
 def _widen(pl: Plan, g: Any) -> Any:
-    """The output gradient in the column layout [n, o, ho·rw] (zeros in the wide rows' extra positions)."""
-    if not pl.wide or pl.rw == pl.wo:
-        return g.reshape(pl.n, pl.o, pl.ho * pl.rw)
-    gw = xp_of(g).zeros((pl.n, pl.o, pl.ho, pl.rw), dtype=g.dtype)
-    gw[..., :pl.wo] = g
-    return gw.reshape(pl.n, pl.o, pl.ho * pl.rw)
+    """The output gradient [n, o, ho, wo] in the column layout [o, n·ho·rw] (zeros in the wide rows' extra
+    positions), or [groups, o/groups, n·ho·rw]."""
+    gt = g.transpose(1, 0, 2, 3)
+    if pl.rw == pl.wo:
+        gw = xp_of(g).ascontiguousarray(gt)
+    else:
+        gw = xp_of(g).zeros((pl.o, pl.n, pl.ho, pl.rw), dtype=g.dtype)
+        gw[..., :pl.wo] = gt
+    if pl.groups == 1:
+        return gw.reshape(pl.o, pl.cols_per_channel)
+    return gw.reshape(pl.groups, pl.o // pl.groups, pl.cols_per_channel)
 
 
 def _w_mat(pl: Plan, w: Any) -> Any:
@@ -150,34 +178,38 @@ def _w_mat(pl: Plan, w: Any) -> Any:
     return w.reshape(pl.o, k) if pl.groups == 1 else w.reshape(pl.groups, pl.o // pl.groups, k)
 
 
+def _cols_mat(pl: Plan, cols: Any) -> Any:
+    """The columns as the GEMM operand: [c·kh·kw, n·ho·rw], or [groups, c/groups·kh·kw, n·ho·rw]."""
+    if pl.groups == 1:
+        return cols.reshape(-1, pl.cols_per_channel)
+    return cols.reshape(pl.groups, -1, pl.cols_per_channel)
+
+
+# Below this many rows per column (c·kh·kw), the forward product runs per image straight into NCHW: the GEMM is
+# too thin to gain from one large call, and the transposing copy of the output costs as much as the product
+# (conv_train's 1-channel first conv: 0.63 vs 0.97 ms at 1 thread, 0.45 vs 0.56 ms at 2; at c·kh·kw = 144 the
+# large GEMM is as fast or faster).
+_PER_IMAGE_BELOW = 32
+
+
 def _conv_forward(pl: Plan, x: Any, w: Any) -> tuple[Any, Any]:
     cols = im2col(pl, x)
-    n, g, p = pl.n, pl.groups, pl.ho * pl.rw
-    if g == 1:
-        out = _w_mat(pl, w) @ cols.reshape(n, -1, p)
-    else:
-        out = _w_mat(pl, w) @ cols.reshape(n, g, -1, p)
-    return out.reshape(n, pl.o, pl.ho, pl.wo), cols
+    k = cols.size // pl.cols_per_channel
+    if pl.groups == 1 and k < _PER_IMAGE_BELOW:  # N products of W[O, k] with a strided [k, ho·wo] slice
+        out = _w_mat(pl, w) @ cols.reshape(k, pl.n, pl.ho * pl.wo).transpose(1, 0, 2)
+        return out.reshape(pl.n, pl.o, pl.ho, pl.wo), cols
+    out = _w_mat(pl, w) @ _cols_mat(pl, cols)  # [o, n·ho·wo] (groups: [g, o/g, n·ho·wo], the same memory)
+    out = out.reshape(pl.o, pl.n, pl.ho, pl.wo).transpose(1, 0, 2, 3)
+    return xp_of(x).ascontiguousarray(out), cols
 
 
 def _weight_grad(pl: Plan, cols: Any, g: Any, w_shape: tuple) -> Any:
-    n, grp, p = pl.n, pl.groups, pl.ho * pl.rw
-    gw = _widen(pl, g)
-    if grp == 1:
-        out = (gw @ cols.reshape(n, -1, p).swapaxes(-1, -2)).sum(axis=0)
-    else:
-        out = (gw.reshape(n, grp, -1, p) @ cols.reshape(n, grp, -1, p).swapaxes(-1, -2)).sum(axis=0)
+    out = _widen(pl, g) @ _cols_mat(pl, cols).swapaxes(-1, -2)
     return out.reshape(w_shape)
 
 
 def _input_grad(pl: Plan, g: Any, w: Any) -> Any:
-    n, grp, p = pl.n, pl.groups, pl.ho * pl.rw
-    gw = _widen(pl, g)
-    if grp == 1:
-        dcols = _w_mat(pl, w).T @ gw
-    else:
-        dcols = _w_mat(pl, w).swapaxes(-1, -2) @ gw.reshape(n, grp, -1, p)
-    return col2im(pl, dcols)
+    return col2im(pl, _w_mat(pl, w).swapaxes(-1, -2) @ _widen(pl, g))
 
 
 class _Cached:
