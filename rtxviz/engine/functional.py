@@ -60,7 +60,9 @@ def _rows(output: Variable, x: Variable, cotangents: Any, batched: bool = True) 
     plan: dict = {}  # the graph is the same for every row: order and prune it once (see run_backward)
     outs, ins = [output], [x]
     for i in range(cotangents.shape[0]):
-        (g,) = run_backward(outs, [output._wrap(cotangents[i], None)], True, False, ins, True, plan)
+        found = run_backward(outs, [output._wrap(cotangents[i], None)], True, False, ins, True, plan)
+        assert found is not None  # with inputs given, the walk returns their gradients
+        (g,) = found
         if g is not None:
             rows[i] = g.data
     return rows
