@@ -74,6 +74,9 @@ export class GraphView {
   /** The user panned or zoomed (the page stops fitting the graph for them). */
   onUserMove: () => void = () => {};
   private lastVisible: Visible | null = null;
+  /** The search's matches (visible ids), or null when there is no search; `filtered`: hide the rest. */
+  private marked: Set<string> | null = null;
+  private filtered = false;
 
   constructor(container: HTMLElement) {
     this.svg = s("svg", { id: "graph", role: "img", "aria-label": "computation graph" });
@@ -159,6 +162,36 @@ export class GraphView {
     return this.size;
   }
 
+  /** Highlight the search's matches and dim the rest (or hide it, `filter`); null clears the marks. Touches
+   * classes only, not the drawing, so that a keystroke over thousands of nodes stays cheap. */
+  mark(vids: Set<string> | null, filter: boolean): void {
+    this.marked = vids;
+    this.filtered = filter && vids !== null;
+    this.applyMarks();
+  }
+
+  private applyMarks(): void {
+    const m = this.marked;
+    this.svg.classList.toggle("searching", m !== null);
+    this.svg.classList.toggle("filtered", this.filtered);
+    for (const [vid, el] of this.nodes) {
+      const hit = m !== null && m.has(vid);
+      el.classList.toggle("match", hit);
+      el.classList.toggle("dimmed", m !== null && !hit);
+    }
+    for (const el of this.edges.values()) {
+      const hit = m !== null && m.has(el.dataset.from!) && m.has(el.dataset.to!);
+      el.classList.toggle("dimmed", m !== null && !hit);
+    }
+  }
+
+  /** Centre the view on a point of the drawing, keeping the zoom (at least readable: labels show from 0.35). */
+  centre(p: Pos): void {
+    const r = this.screenSize();
+    const k = Math.max(this.k, 0.6);
+    this.setTransform(r.w / 2 - p.x * k, r.h / 2 - p.y * k, k);
+  }
+
   fit(b: { x0: number; y0: number; x1: number; y1: number }): void {
     const r = this.screenSize();
     const w = Math.max(1, r.w), hh = Math.max(1, r.h);
@@ -194,6 +227,7 @@ export class GraphView {
     }
     for (const [id, el] of this.edges) if (!eseen.has(id)) { el.remove(); this.edges.delete(id); }
     this.drawSegments(v, place, graph);
+    if (this.marked) this.applyMarks(); // nodes drawn anew got their class from drawNode, without the marks
   }
 
   private drawNode(it: VItem, p: Pos): void {
