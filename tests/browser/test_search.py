@@ -29,7 +29,8 @@ def centre_offset(page, vid: str) -> float:
     return page.evaluate("""v => {
       const n = [...document.querySelectorAll('g.vnode')].find(e => e.dataset.vid === v).querySelector('rect.body');
       const b = n.getBoundingClientRect(), s = document.querySelector('svg#graph').getBoundingClientRect();
-      return Math.hypot((b.left + b.right) / 2 - (s.left + s.right) / 2, (b.top + b.bottom) / 2 - (s.top + s.bottom) / 2);
+      const dx = (b.left + b.right) / 2 - (s.left + s.right) / 2, dy = (b.top + b.bottom) / 2 - (s.top + s.bottom) / 2;
+      return Math.hypot(dx, dy);
     }""", vid)
 
 
