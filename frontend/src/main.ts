@@ -16,6 +16,7 @@ import { newMetrics } from "./metrics";
 import { renderLegend } from "./panels";
 import { RunList } from "./runs";
 import { LinkFollower } from "./deeplink";
+import { PathToggles } from "./paths";
 import { Search } from "./search";
 import { RunModel } from "./state";
 import { Teacher } from "./teach";
@@ -58,17 +59,26 @@ const link = new LinkFollower(location.hash, {
   },
 });
 inspector.onSelect = (vid) => {
+  paths.refresh();
   if (link.pending || HOSTED) return; // the link being followed stays in the URL; a notebook frame has no URL
   LinkFollower.write({ run: EMBEDDED ? null : runs.current, step: history.graph?.step ?? null,
     node: pane.item(vid)?.node?.key ?? vid });
 };
+const paths = new PathToggles({
+  graph: shown, vidOf: (key) => pane.vidOf(key),
+  selectedKeys: () => {
+    const it = inspector.selected ? pane.item(inspector.selected) : null;
+    return it ? (it.node ? [it.node.key] : it.members.map((m) => m.key)) : null;
+  },
+  mark: (src, down, up) => pane.view.markPaths(src, down, up),
+});
 pane.view.onSelect = (vid) => inspector.select(vid);
 pane.view.onToggle = toggle;
 header.onAlert = (key) => inspector.selectKey(key);
 renderLegend($("#legend"));
 // for the benchmarks and the browser tests
 (window as unknown as { __rtxviz: unknown }).__rtxviz = { metrics, view: pane.view, runs, history, pane, inspector, teach,
-  renderMarkdown, search, link };
+  renderMarkdown, search, link, paths };
 
 /** Draw the shown step and everything that depends on it. */
 function draw(): void {
@@ -83,6 +93,7 @@ function draw(): void {
   history.render();
   if (inspector.selected) inspector.render();
   search.refresh(); // a new step or other groups: the same query, matched again
+  paths.refresh();
   teach.render(g);
   pane.layout.schedule(v);
   link.follow();

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { matchNodes } from "../src/search";
 import { pngScale, MAX_AREA, MAX_SIDE } from "../src/png";
 import { linkHash, parseLink } from "../src/deeplink";
+import { inputsCone, pathToLoss } from "../src/paths";
 import { leafFromEvent, StepGraph } from "../src/state";
 import type { RunEvent as Ev } from "../src/generated/events";
 
@@ -43,4 +44,18 @@ test("a deep link's fragment reads back what was written, and malformed fields a
   assert.deepEqual(parseLink(linkHash(l)), l);
   assert.deepEqual(parseLink("#step=x&node="), { run: null, step: null, node: null });
   assert.deepEqual(parseLink(""), { run: null, step: null, node: null });
+});
+
+test("path to the loss keeps what reaches a root; the inputs' cone is everything upstream", () => {
+  const g = new StepGraph(0, new Map());
+  g.apply(node(1, "matmul", [], "m"));
+  g.apply(node(2, "add", [{ node: 1 }], "m"));
+  g.apply(node(3, "exp", [{ node: 2 }], "m")); // a side branch
+  g.apply(node(4, "sum", [{ node: 2 }], null));
+  const [mm, add, exp, sum] = ["m|matmul|1", "m|add|1", "m|exp|1", "|sum|1"];
+  assert.deepEqual([...pathToLoss(g, [mm])].sort(), [add, exp, sum].sort()); // no backward yet: all it feeds
+  g.apply({ v: 1, kind: "backward_begin", t: 0, step: 0, roots: [{ node: 4 }] } as Ev);
+  assert.deepEqual([...pathToLoss(g, [mm])].sort(), [add, sum].sort());
+  assert.deepEqual([...inputsCone(g, [sum])].sort(), [mm, add].sort());
+  assert.deepEqual([...inputsCone(g, [mm])], []);
 });
