@@ -9,7 +9,9 @@ import struct
 import xml.etree.ElementTree as ET
 import zlib
 
-from .test_viewer import open_known
+from .conftest import post_events
+from .graphs import known_graph
+from .test_viewer import N_NODES, open_known
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # frontend/style.css: .vnode.kind-param rect.body { fill: #dbeafe }, .vnode.kind-output rect.body { fill: #ffedd5 }
@@ -71,4 +73,18 @@ def test_export_png_button_downloads_the_graph_at_twice_the_svg_size(page, serve
     assert PARAM_FILL in seen and OUTPUT_FILL in seen
     assert colours["ink"] > 0.05  # not a blank image
     assert colours["alpha"] == 255  # a white background, not transparency
+    assert page.errors == []
+
+
+def test_png_export_works_under_the_pages_own_csp(strict_page, server):
+    """The page's CSP (img-src 'self' data:) allows the data: image the export rasterises, and nothing taints."""
+    page = strict_page
+    post_events(server, "known", known_graph())
+    page.goto(server + "/")
+    page.wait_for_selector(f'#counts[data-total="{N_NODES}"]')
+    page.wait_for_selector(f"g.vnode >> nth={N_NODES - 1}")
+    with page.expect_download() as dl:
+        page.click("#png-btn")
+    w, h, _, _, _ = read_png(open(dl.value.path(), "rb").read())
+    assert w > 100 and h > 100
     assert page.errors == []
