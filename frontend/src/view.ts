@@ -176,14 +176,11 @@ export class GraphView {
     const m = this.marked;
     this.svg.classList.toggle("searching", m !== null);
     this.svg.classList.toggle("filtered", this.filtered);
-    for (const [vid, el] of this.nodes) {
-      const hit = m !== null && m.has(vid);
-      el.classList.toggle("match", hit);
-      el.classList.toggle("dimmed", m !== null && !hit);
-    }
+    // only "match" is set per element, the dimming of the rest follows from the svg's class (style.css): a
+    // keystroke that changes few matches changes few elements
+    for (const [vid, el] of this.nodes) el.classList.toggle("match", m !== null && m.has(vid));
     for (const el of this.edges.values()) {
-      const hit = m !== null && m.has(el.dataset.from!) && m.has(el.dataset.to!);
-      el.classList.toggle("dimmed", m !== null && !hit);
+      el.classList.toggle("match", m !== null && m.has(el.dataset.from!) && m.has(el.dataset.to!));
     }
   }
 
