@@ -6,6 +6,7 @@ import { computeVisible, type VItem, type ViewChoices, type Visible } from "./gr
 import { LayoutRunner } from "./layout";
 import type { Metrics } from "./metrics";
 import { Placement, type Pos } from "./place";
+import { pngScale, svgToPng } from "./png";
 import type { StepGraph } from "./state";
 import { GraphView, svgDocument } from "./view";
 
@@ -31,10 +32,13 @@ export class GraphPane {
   private autoFit = true;
   private fittedBounds: { x0: number; y0: number; x1: number; y1: number } | null = null;
   private readonly startedAt = performance.now();
+  /** The item the view was centred on (search, deep link): kept centred when the full layout moves it, until
+   * the user pans or zooms. */
+  private centred: string | null = null;
 
   constructor(private metrics: Metrics, private hooks: GraphHooks) {
     this.view = new GraphView($("#graph-wrap"));
-    this.view.onUserMove = () => { this.autoFit = false; };
+    this.view.onUserMove = () => { this.autoFit = false; this.centred = null; };
     this.layout = new LayoutRunner(metrics, () => this.visible, (pos) => this.adopt(pos), hooks.status);
     this.bindToolbar();
   }
@@ -45,6 +49,7 @@ export class GraphPane {
     this.visible = null;
     this.autoFit = true;
     this.fittedBounds = null;
+    this.centred = null;
     this.layout.forget();
   }
 
@@ -116,6 +121,8 @@ export class GraphPane {
     if (this.visible && g) {
       this.view.render(this.visible, this.place, g);
       this.fitIfNeeded(this.visible, true); // every position changed: fit again unless the user moved the view
+      const c = this.centred ? this.place.pos.get(this.centred) : undefined;
+      if (c) this.view.centre(c);
     }
   }
 
@@ -132,15 +139,37 @@ export class GraphPane {
     this.hooks.draw();
   }
 
+  /** Centre the view on a visible item (the search's and the deep link's target); the page stops fitting. */
+  centreOn(vid: string): void {
+    const p = this.place.pos.get(vid);
+    if (!p) return;
+    this.autoFit = false;
+    this.centred = vid;
+    this.view.centre(p);
+  }
+
   /** The shown graph as a standalone SVG file (download). */
   private exportSvg(): void {
     if (!this.visible) return;
-    const step = this.hooks.graph()?.step;
     const text = svgDocument(this.view.svg, this.place.bounds(this.visible), this.hooks.title());
-    const a = h("a", { href: URL.createObjectURL(new Blob([text], { type: "image/svg+xml" })), download: `rtxviz-step-${step ?? "graph"}.svg` });
-    document.body.append(a);
-    a.click();
-    a.remove();
+    download(new Blob([text], { type: "image/svg+xml" }), `${this.fileStem()}.svg`);
+  }
+
+  /** The shown graph as a PNG file: the SVG export rasterised (twice its size, less where browsers refuse). */
+  private async exportPng(): Promise<void> {
+    if (!this.visible) return;
+    const text = svgDocument(this.view.svg, this.place.bounds(this.visible), this.hooks.title());
+    const root = new DOMParser().parseFromString(text, "image/svg+xml").documentElement;
+    const w = Number(root.getAttribute("width")), hh = Number(root.getAttribute("height"));
+    try {
+      download(await svgToPng(text, w, hh, pngScale(w, hh)), `${this.fileStem()}.png`);
+    } catch (e) {
+      this.hooks.status(String(e));
+    }
+  }
+
+  private fileStem(): string {
+    return `rtxviz-step-${this.hooks.graph()?.step ?? "graph"}`;
   }
 
   private bindToolbar(): void {
@@ -152,6 +181,7 @@ export class GraphPane {
     $("#collapse-btn").addEventListener("click", () => this.collapseAll());
     $("#expand-btn").addEventListener("click", () => this.expandAll());
     $("#svg-btn").addEventListener("click", () => this.exportSvg());
+    $("#png-btn").addEventListener("click", () => void this.exportPng());
     const budget = $("#budget") as HTMLSelectElement;
     for (const b of [100, 300, 1000, 5000]) budget.append(h("option", { value: String(b) }, `${b}`));
     budget.value = String(this.choices.budget);
@@ -167,4 +197,14 @@ export class GraphPane {
     numbers.addEventListener("change", () => { this.view.numbersUpTo = Number(numbers.value); this.hooks.draw(); });
     budget.addEventListener("change", () => { this.choices.budget = Number(budget.value); this.replaceAll(); this.hooks.draw(); });
   }
+}
+
+/** Offer a file for download (a link clicked and removed). */
+function download(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
+  const a = h("a", { href: url, download: name });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }

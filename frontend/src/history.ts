@@ -132,6 +132,11 @@ export class History {
     }, 50);
   }
 
+  /** Show a step as the step picker does (a deep link's step). */
+  showStep(step: number): void {
+    void this.pickStep(String(step));
+  }
+
   private async pickStep(value: string): Promise<void> {
     if (value === "live" || !this.model) { this.goLive(); return; }
     const step = Number(value);

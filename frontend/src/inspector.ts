@@ -8,6 +8,8 @@ import type { StepGraph } from "./state";
 export class Inspector {
   /** The selected visible id, or null. */
   selected: string | null = null;
+  /** A node was selected (the deep link follows it). */
+  onSelect: (vid: string) => void = () => {};
 
   constructor(private pane: GraphPane, private graph: () => StepGraph | null, private toggle: (it: VItem) => void) {}
 
@@ -16,6 +18,7 @@ export class Inspector {
     this.pane.view.selected = vid;
     this.pane.redraw();
     this.render();
+    this.onSelect(vid);
   }
 
   /** Select a node by its key (its group, when it is collapsed). */

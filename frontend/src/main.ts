@@ -15,6 +15,9 @@ import { renderMarkdown } from "./markdown";
 import { newMetrics } from "./metrics";
 import { renderLegend } from "./panels";
 import { RunList } from "./runs";
+import { LinkFollower } from "./deeplink";
+import { PathToggles } from "./paths";
+import { Search } from "./search";
 import { RunModel } from "./state";
 import { Teacher } from "./teach";
 
@@ -37,15 +40,45 @@ const frames: Frames = new Frames(metrics, {
   model: () => history.model, follow: () => history.follow(), dirty: () => pane.dirty, draw,
 });
 const runs = new RunList(api, open);
+const search = new Search({
+  graph: shown, vidOf: (key) => pane.vidOf(key), mark: (vids, filter) => pane.view.mark(vids, filter),
+  go: (vid) => { inspector.select(vid); pane.centreOn(vid); },
+});
 const lesson = new LessonPanel(runs);
 
+const link = new LinkFollower(location.hash, {
+  run: () => runs.current, shownStep: () => history.graph?.step ?? null,
+  has: (key) => history.graph?.nodes.has(key) ?? false,
+  showStep: (step) => history.showStep(step),
+  reveal: (key) => {
+    const vid = pane.vidOf(key);
+    if (!pane.item(vid)) return false;
+    inspector.select(vid);
+    pane.centreOn(vid);
+    return true;
+  },
+});
+inspector.onSelect = (vid) => {
+  paths.refresh();
+  if (link.pending || HOSTED) return; // the link being followed stays in the URL; a notebook frame has no URL
+  LinkFollower.write({ run: EMBEDDED ? null : runs.current, step: history.graph?.step ?? null,
+    node: pane.item(vid)?.node?.key ?? vid });
+};
+const paths = new PathToggles({
+  graph: shown, vidOf: (key) => pane.vidOf(key),
+  selectedKeys: () => {
+    const it = inspector.selected ? pane.item(inspector.selected) : null;
+    return it ? (it.node ? [it.node.key] : it.members.map((m) => m.key)) : null;
+  },
+  mark: (src, down, up) => pane.view.markPaths(src, down, up),
+});
 pane.view.onSelect = (vid) => inspector.select(vid);
 pane.view.onToggle = toggle;
 header.onAlert = (key) => inspector.selectKey(key);
 renderLegend($("#legend"));
 // for the benchmarks and the browser tests
 (window as unknown as { __rtxviz: unknown }).__rtxviz = { metrics, view: pane.view, runs, history, pane, inspector, teach,
-  renderMarkdown };
+  renderMarkdown, search, link, paths };
 
 /** Draw the shown step and everything that depends on it. */
 function draw(): void {
@@ -59,8 +92,11 @@ function draw(): void {
   lesson.render(lessonOf(history.model?.lesson));
   history.render();
   if (inspector.selected) inspector.render();
+  search.refresh(); // a new step or other groups: the same query, matched again
+  paths.refresh();
   teach.render(g);
   pane.layout.schedule(v);
+  link.follow();
 }
 
 function open(runId: string): void {
@@ -108,4 +144,4 @@ function startExported(): void {
   header.status(HOSTED ? "notebook view (no server)" : "exported run (no server)");
 }
 
-if (EMBEDDED) startExported(); else void runs.start((t) => header.status(t));
+if (EMBEDDED) startExported(); else void runs.start((t) => header.status(t), link.run);

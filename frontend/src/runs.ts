@@ -14,7 +14,7 @@ export class RunList {
   constructor(private api: Api, private open: (runId: string) => void) {}
 
   /** Served by `rtxviz serve`: list the runs, open one, then follow the lobby socket. */
-  async start(status: (text: string) => void): Promise<void> {
+  async start(status: (text: string) => void, linked: string | null = null): Promise<void> {
     try {
       this.runs = await this.api.runs();
     } catch (e) {
@@ -22,7 +22,7 @@ export class RunList {
       return;
     }
     this.render();
-    const wanted = params.get("run");
+    const wanted = params.get("run") ?? linked; // ?run=, else a deep link's run (deeplink.ts)
     if (wanted) this.pick(wanted); else this.pickDefault();
     this.lobby = new Stream(() => this.api.wsUrl("/api/ws"), (m) => this.onLobby(m), () => {}, () => 0);
   }

@@ -74,6 +74,11 @@ export class GraphView {
   /** The user panned or zoomed (the page stops fitting the graph for them). */
   onUserMove: () => void = () => {};
   private lastVisible: Visible | null = null;
+  /** The search's matches (visible ids), or null when there is no search; `filtered`: hide the rest. */
+  private marked: Set<string> | null = null;
+  private filtered = false;
+  /** The selection's paths (paths.ts): its own items, its path to the loss and its inputs' cone. */
+  private path: { src: Set<string>; down: Set<string> | null; up: Set<string> | null } | null = null;
 
   constructor(container: HTMLElement) {
     this.svg = s("svg", { id: "graph", role: "img", "aria-label": "computation graph" });
@@ -159,6 +164,58 @@ export class GraphView {
     return this.size;
   }
 
+  /** Highlight the search's matches and dim the rest (or hide it, `filter`); null clears the marks. Touches
+   * classes only, not the drawing, so that a keystroke over thousands of nodes stays cheap. */
+  mark(vids: Set<string> | null, filter: boolean): void {
+    this.marked = vids;
+    this.filtered = filter && vids !== null;
+    this.applyMarks();
+  }
+
+  private applyMarks(): void {
+    const m = this.marked;
+    this.svg.classList.toggle("searching", m !== null);
+    this.svg.classList.toggle("filtered", this.filtered);
+    // only "match" is set per element, the dimming of the rest follows from the svg's class (style.css): a
+    // keystroke that changes few matches changes few elements
+    for (const [vid, el] of this.nodes) el.classList.toggle("match", m !== null && m.has(vid));
+    for (const el of this.edges.values()) {
+      el.classList.toggle("match", m !== null && m.has(el.dataset.from!) && m.has(el.dataset.to!));
+    }
+  }
+
+  /** Mark the selection's path to the loss (`down`) and its inputs' cone (`up`); the rest is dimmed. null
+   * `src` clears the marks. An edge is on a path when both its ends are (or are the selection). */
+  markPaths(src: Set<string> | null, down: Set<string> | null, up: Set<string> | null): void {
+    this.path = src ? { src, down, up } : null;
+    this.applyPaths();
+  }
+
+  private applyPaths(): void {
+    const p = this.path;
+    this.svg.classList.toggle("pathing", p !== null);
+    const inDown = (v: string) => !!p && (p.down?.has(v) ?? false);
+    const inUp = (v: string) => !!p && (p.up?.has(v) ?? false);
+    for (const [vid, el] of this.nodes) {
+      el.classList.toggle("path-src", !!p && p.src.has(vid));
+      el.classList.toggle("path-down", inDown(vid));
+      el.classList.toggle("path-up", inUp(vid));
+    }
+    for (const el of this.edges.values()) {
+      const a = el.dataset.from!, b = el.dataset.to!;
+      const src = (v: string) => !!p && p.src.has(v);
+      el.classList.toggle("path-down", (src(a) || inDown(a)) && inDown(b));
+      el.classList.toggle("path-up", inUp(a) && (src(b) || inUp(b)));
+    }
+  }
+
+  /** Centre the view on a point of the drawing, keeping the zoom (at least readable: labels show from 0.35). */
+  centre(p: Pos): void {
+    const r = this.screenSize();
+    const k = Math.max(this.k, 0.6);
+    this.setTransform(r.w / 2 - p.x * k, r.h / 2 - p.y * k, k);
+  }
+
   fit(b: { x0: number; y0: number; x1: number; y1: number }): void {
     const r = this.screenSize();
     const w = Math.max(1, r.w), hh = Math.max(1, r.h);
@@ -194,6 +251,8 @@ export class GraphView {
     }
     for (const [id, el] of this.edges) if (!eseen.has(id)) { el.remove(); this.edges.delete(id); }
     this.drawSegments(v, place, graph);
+    if (this.marked) this.applyMarks(); // nodes drawn anew got their class from drawNode, without the marks
+    if (this.path) this.applyPaths();
   }
 
   private drawNode(it: VItem, p: Pos): void {
