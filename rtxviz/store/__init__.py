@@ -24,16 +24,20 @@ from .base import (
     StepRecord,
     StoredEvent,
     StoreError,
+    StoreForbidden,
     StoreFull,
     StoreLocked,
     StoreOpenError,
     StoreUnavailable,
+    UserExists,
+    UserRecord,
+    hash_token,
 )
 from .sqlite import SQLiteStore
 
 __all__ = ["RUN_FIELDS", "EventRow", "RunRecord", "RunStore", "SQLiteStore", "StepRecord", "StoreError",
-           "StoreFull", "StoreLocked", "StoreOpenError", "StoreUnavailable", "StoredEvent", "default_db_path",
-           "open_store"]
+           "StoreForbidden", "StoreFull", "StoreLocked", "StoreOpenError", "StoreUnavailable", "StoredEvent",
+           "UserExists", "UserRecord", "default_db_path", "hash_token", "open_store"]
 
 
 def default_db_path() -> str:
