@@ -1,6 +1,7 @@
 // Talking to the server: REST under /api and the run's WebSocket. The token comes from ?token= in the page URL,
 // else from this tab's session storage, else a prompt when the server answers 401.
 import type { RunEvent } from "./generated/events";
+import type { Me } from "./owners";
 
 /** A run as the server lists it (GET /api/runs, the lobby WebSocket). */
 export interface RunInfo {
@@ -12,6 +13,8 @@ export interface RunInfo {
   n_events?: number;
   dropped?: number;
   last_step?: number | null;
+  /** The user who created the run on a class server (null: the admin token, or a server without accounts). */
+  owner?: string | null;
 }
 
 // The server was started with a token (`rtxviz serve --token ...` or RTXVIZ_TOKEN); it does not print it.
@@ -54,6 +57,13 @@ export class Api {
     const r = await this.get("/api/runs");
     if (!r.ok) throw new Error(`GET /api/runs: ${r.status}`);
     return (await r.json()) as RunInfo[];
+  }
+
+  /** Who the token is (GET /api/me); null from a server older than accounts. */
+  async me(): Promise<Me | null> {
+    const r = await this.get("/api/me");
+    if (!r.ok) return null;
+    return (await r.json()) as Me;
   }
 
   /** Every event of one step (paged), for steps the page no longer holds. */

@@ -124,6 +124,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 def serve(args: argparse.Namespace) -> int:
     from ..store import StoreError
     from ..web import Settings, create_app
+    from ..web.app import AccountsNeedToken
 
     if not is_loopback(args.host) and not args.token:
         print(f"rtxviz serve: refusing to bind {args.host} without --token (anyone on the network could read and "
@@ -155,6 +156,10 @@ def serve(args: argparse.Namespace) -> int:
         sock.close()
         print(f"rtxviz serve: {exc}", file=sys.stderr)
         return 1
+    except AccountsNeedToken as exc:  # accounts without an admin token would protect nobody
+        sock.close()
+        print(f"rtxviz serve: {exc}", file=sys.stderr)
+        return 2
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if sock.family == socket.AF_INET6 else args.host
     print(f"rtxviz: serving on http://{host}:{port}  (db {db})", flush=True)

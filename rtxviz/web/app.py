@@ -1,6 +1,7 @@
 """create_app: the FastAPI application (FastAPI's "bigger applications" layout: routers under routers/).
 
-/api/...        ingest, runs, WebSockets (token-checked when a token is set)
+/api/...        ingest, runs, WebSockets (token-checked when a token is set; scoped to a student's own runs when
+                the token is a student's, see deps.Accounts)
 /docs           the API reference
 /               the viewer: static files from rtxviz/web/static/ (when that folder exists)
 
@@ -24,12 +25,35 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from .._version import __version__
-from ..store import StoreFull, StoreUnavailable, default_db_path, open_store
-from .deps import Settings, require_token
+from ..store import StoreForbidden, StoreFull, StoreUnavailable, default_db_path, open_store
+from .deps import Accounts, Settings, get_principal
 from .hub import Hub
 from .routers import ingest, runs, ws
 
 STATIC_DIR = Path(__file__).parent / "static"
+
+
+class AccountsNeedToken(ValueError):
+    """The database has user accounts but the server was given no admin token: refused at start."""
+
+
+def _check_accounts(path: str, users: list[dict[str, Any]], token: str | None) -> None:
+    """Refuse a server whose database has accounts but which has no admin token of its own: without a token every
+    request is the admin's, so any student could read every run while believing the accounts protect them.
+
+    >>> _check_accounts("class.db", [], None)
+    >>> _check_accounts("class.db", [{"name": "ada"}], "t0ken")
+    >>> _check_accounts("class.db", [{"name": "ada"}, {"name": "bo"}], None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rtxviz.web.app.AccountsNeedToken: class.db has 2 user accounts (ada, bo) but the server has no --token: ...
+    """
+    if users and not token:
+        names = ", ".join(str(u["name"]) for u in users[:5]) + (", ..." if len(users) > 5 else "")
+        raise AccountsNeedToken(
+            f"{path} has {len(users)} user account{'s' if len(users) != 1 else ''} ({names}) but the server has "
+            "no --token: without one every request would read and write every student's runs. Start it with "
+            "--token T (the teacher's admin token, or $RTXVIZ_TOKEN), or serve another --db")
 
 
 def host_name(host_header: str) -> str:
@@ -70,9 +94,16 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     and what to do) when the database cannot be opened, `StoreLocked` when another process writes it.
 
     Store failures while serving are answered with their reason: 507 when full (a bound, or the disk), 503 when
-    the database cannot be used (damaged, I/O error)."""
+    the database cannot be used (damaged, I/O error), 403 when a student posts to another's run. Raises
+    `AccountsNeedToken` when the database has user accounts and `settings` no token."""
     s = settings or Settings(**options)
     store = open_store(db or default_db_path())
+    try:
+        users = store.list_users()
+        _check_accounts(store.path, users, s.token)
+    except BaseException:
+        store.close()
+        raise
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -82,6 +113,7 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     app = FastAPI(title="rtxviz", version=__version__, lifespan=lifespan)
     app.state.settings = s
     app.state.store = store
+    app.state.accounts = Accounts(store, s.token, has_users=bool(users))
     app.state.hub = Hub(store, max_clients=s.max_clients, queue_batches=s.client_queue_batches)
 
     @app.exception_handler(StoreFull)
@@ -93,7 +125,15 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     async def store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
 
-    auth = [Depends(require_token)]
+    @app.exception_handler(StoreForbidden)
+    async def store_forbidden(request: Request, exc: StoreForbidden) -> JSONResponse:
+        # a student posting into another student's run (reads of it answer 404 instead: see routers/runs.py). Our
+        # own words, not the store's: its message may name the run's owner, which a student must not learn
+        run_id = request.path_params.get("run_id", "?")
+        return JSONResponse({"detail": f"run {run_id!r} belongs to another user: post to a run of your own (watch() "
+                                       "picks a fresh run id unless run_id= is given)"}, status_code=403)
+
+    auth = [Depends(get_principal)]
     app.include_router(ingest.router, prefix="/api", dependencies=auth)
     app.include_router(runs.router, prefix="/api", dependencies=auth)
     app.include_router(ws.router, prefix="/api")  # WebSockets check the token themselves (no headers in browsers)

@@ -1,5 +1,5 @@
 """Shared dependencies: settings, store and hub from app.state, as typed `Depends` (`SettingsDep`, `StoreDep`,
-`HubDep`); token and origin checks.
+`HubDep`); who asks (`PrincipalDep`: the admin, a teacher or a student) and origin checks.
 
 A route asks for what it uses by type (FastAPI's "bigger applications" style)::
 
@@ -13,12 +13,13 @@ from __future__ import annotations
 import hmac
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
-from ..store import RunStore
+from ..store import RunStore, hash_token
 from .hub import Hub
 
 
@@ -26,7 +27,8 @@ from .hub import Hub
 class Settings:
     """Server options; every size and count is bounded.
 
-    token: required on every /api request (``Authorization: Bearer T`` or ``?token=T``) when set.
+    token: the admin's (the teacher's) token, required on every /api request (``Authorization: Bearer T`` or
+    ``?token=T``) when set; users added with ``rtxviz users add`` bring their own tokens (`Accounts`).
     cors_origins: origins allowed to call the API from a browser page served elsewhere (default: none).
     allowed_hosts: Host headers accepted (None: any); `rtxviz serve` sets loopback names when it has no token,
     which keeps DNS-rebinding pages out.
@@ -67,32 +69,114 @@ StoreDep = Annotated[RunStore, Depends(get_store)]
 HubDep = Annotated[Hub, Depends(get_hub)]
 
 
-def token_ok(conn: HTTPConnection, settings: Settings) -> bool:
-    """Whether the request carries the server's token (always true when the server has none).
+@dataclass(frozen=True)
+class Principal:
+    """Who a request is: the server's admin (its ``--token``, or anyone on a server without accounts), a teacher
+    (a user added with ``--teacher``) or a student. `name` is None for the admin; runs a user creates are owned
+    by their name.
+
+    >>> alice = Principal("alice")
+    >>> alice.may_read({"owner": "alice"}), alice.may_read({"owner": "bob"}), alice.may_read({"owner": None})
+    (True, False, False)
+    >>> ADMIN.may_read({"owner": "bob"}), Principal("t", teacher=True).sees_owner
+    (True, None)
+    """
+
+    name: str | None
+    teacher: bool = False
+
+    @property
+    def reads_all(self) -> bool:
+        """The admin and teachers read every run; a student only their own."""
+        return self.name is None or self.teacher
+
+    @property
+    def sees_owner(self) -> str | None:
+        """Whose runs this principal may read: None for every run, else the student's name (`list_runs`' owner)."""
+        return None if self.reads_all else self.name
+
+    def may_read(self, run: dict[str, Any]) -> bool:
+        """Whether this principal may see run `run` (a `RunRecord`)."""
+        return self.reads_all or run.get("owner") == self.name
+
+
+#: The admin token's principal, and everyone's on a server without token and accounts (one user, loopback).
+ADMIN = Principal(None, teacher=True)
+
+_AUTH_HELP = "send 'Authorization: Bearer <token>' or ?token=<token>"
+
+
+def given_token(conn: HTTPConnection) -> str | None:
+    """The token a request carries: ``Authorization: Bearer T`` (preferred), else ``?token=T``.
 
     >>> from starlette.requests import Request
-    >>> def req(query: bytes) -> Request:
-    ...     return Request({"type": "http", "headers": [], "query_string": query})
-    >>> token_ok(req(b"token=s3"), Settings(token="s3")), token_ok(req(b""), Settings(token="s3"))
-    (True, False)
-    >>> token_ok(req(b""), Settings())
-    True
+    >>> req = Request({"type": "http", "headers": [(b"authorization", b"Bearer h1")], "query_string": b"token=q"})
+    >>> given_token(req)
+    'h1'
     """
-    token = settings.token
-    if not token:
-        return True
-    given = conn.query_params.get("token")
     auth = conn.headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
-        given = auth[7:].strip()
-    return given is not None and hmac.compare_digest(given.encode(), token.encode())
+        return auth[7:].strip()
+    return conn.query_params.get("token")
 
 
-def require_token(request: Request, settings: SettingsDep) -> None:
-    """Dependency on every /api route: 401 without the right token."""
-    if not token_ok(request, settings):
-        raise HTTPException(401, "missing or wrong token: send 'Authorization: Bearer <token>' or ?token=<token>",
-                            headers={"WWW-Authenticate": "Bearer"})
+class Accounts:
+    """Turns a request's token into its `Principal`: the admin token is compared in constant time; any other is
+    looked up by its hash (`hash_token`) in the store. Users are only ever added, never changed, so a user found
+    once is remembered (no database round trip on every request); a token not found is asked again next time
+    (the user may have been added since).
+    """
+
+    #: Remembered users at most (a class is tens to hundreds); past it, lookups go to the store each time.
+    MAX_CACHED = 10_000
+
+    def __init__(self, store: RunStore, admin_token: str | None, has_users: bool) -> None:
+        self.store = store
+        self.admin_token = admin_token
+        self.has_users = has_users
+        self._known: dict[str, Principal] = {}
+
+    async def principal(self, conn: HTTPConnection) -> Principal | None:
+        """The request's principal, or None when it must be refused (no token, or one nobody has)."""
+        if not self.admin_token and not self.has_users:
+            return ADMIN  # a server without token and accounts: one user, as before accounts existed
+        token = given_token(conn)
+        if not token:
+            return None
+        if self.admin_token and hmac.compare_digest(token.encode(), self.admin_token.encode()):
+            return ADMIN
+        digest = hash_token(token)
+        known = self._known.get(digest)
+        if known is not None:
+            return known
+        user = await run_in_threadpool(self.store.find_user, digest)
+        if user is None:
+            return None
+        found = Principal(str(user["name"]), teacher=bool(user["teacher"]))
+        if len(self._known) < self.MAX_CACHED:
+            self._known[digest] = found
+        return found
+
+
+async def get_accounts(conn: HTTPConnection) -> Accounts:
+    """The server's `Accounts` (app.state.accounts)."""
+    accounts: Accounts = conn.app.state.accounts
+    return accounts
+
+
+AccountsDep = Annotated[Accounts, Depends(get_accounts)]
+
+
+async def get_principal(request: Request, accounts: AccountsDep) -> Principal:
+    """Dependency of every /api route: who is asking; 401 without a token the server knows."""
+    who = await accounts.principal(request)
+    if who is None:
+        raise HTTPException(401, f"missing or wrong token: {_AUTH_HELP}", headers={"WWW-Authenticate": "Bearer"})
+    return who
+
+
+#: What a route declares to know who asks.
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
 def origin_ok(conn: HTTPConnection, settings: Settings) -> bool:

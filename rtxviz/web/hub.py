@@ -9,7 +9,8 @@ research/VIZ_ANCHORS.md §4.1: a loop of awaited sends lets one stuck socket sta
 Messages (JSON text frames), all carrying ``"type"``:
 - ``hello``: ``{"type": "hello", "v": 1, "run": {...}, "last_seq": N}`` once, on connect;
 - ``events``: ``{"type": "events", "run_id": ..., "first_seq": N, "replay": bool, "events": [ ... ]}``;
-- ``runs``: on the lobby socket, ``{"type": "runs", "run": {...}}`` when a run appears or changes.
+- ``runs``: on the lobby socket, ``{"type": "runs", "run": {...}}`` when a run appears or changes (a lobby client
+  that watches one owner's runs, a student's, gets only those).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ log = logging.getLogger("rtxviz.web")
 
 
 class _Client:
-    __slots__ = ("ws", "run_id", "queue", "next_seq", "dropped_batches")
+    __slots__ = ("ws", "run_id", "queue", "next_seq", "dropped_batches", "owner")
 
     def __init__(self, ws: WebSocket, run_id: str | None, maxsize: int, next_seq: int) -> None:
         self.ws = ws
+        #: a lobby client's filter: only runs of this owner (a student's lobby); None: every run
+        self.owner: str | None = None
         self.run_id = run_id
         self.queue: asyncio.Queue = asyncio.Queue(maxsize)
         self.next_seq = next_seq
@@ -66,12 +69,14 @@ class Hub:
             _offer(c, item)
 
     def publish_run(self, run: dict[str, Any]) -> None:
-        """Tell lobby clients that a run appeared or changed."""
+        """Tell lobby clients that a run appeared or changed (those that watch one owner: only of that owner's)."""
         if not self._lobby:
             return
         item = (0, json.dumps({"type": "runs", "run": run}), None)
+        owner = run.get("owner")
         for c in self._lobby:
-            _offer(c, item)
+            if c.owner is None or c.owner == owner:
+                _offer(c, item)
 
     # -- consumers (WebSockets) --------------------------------------------------------------------------------
     async def serve_run(self, ws: WebSocket, run_id: str, after: int, run: dict[str, Any]) -> None:
@@ -89,8 +94,10 @@ class Hub:
             if run_id in self._runs and not self._runs[run_id]:
                 del self._runs[run_id]
 
-    async def serve_lobby(self, ws: WebSocket, runs: list[dict[str, Any]]) -> None:
+    async def serve_lobby(self, ws: WebSocket, runs: list[dict[str, Any]], owner: str | None = None) -> None:
+        """Send `runs`, then every run that appears or changes (only `owner`'s runs when given)."""
         client = _Client(ws, None, self.queue_batches, 0)
+        client.owner = owner
         if not await self._admit(ws, client):
             return
         self._lobby.add(client)

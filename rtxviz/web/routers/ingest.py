@@ -7,7 +7,8 @@ Two body formats:
 
 Answers 200 ``{"run_id", "first_seq", "count"}`` once committed; 413 for a body, line or batch over the bounds;
 422 naming the first bad event (the whole batch is refused); 415 for another content type; 507 when the store
-is full (a bound, or the disk: the same batch succeeds once there is room); 503 when the database cannot be written.
+is full (a bound, or the disk: the same batch succeeds once there is room); 503 when the database cannot be written;
+403 when the token is a student's and the run another user's (a new run is owned by the user who posts it first).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...schema import MAX_NAME, EventError, validate_batch
-from ...store import EventRow, RunStore
-from ..deps import HubDep, Settings, SettingsDep, StoreDep
+from ...store import EventRow, RunStore, StoreForbidden
+from ..deps import HubDep, Principal, PrincipalDep, Settings, SettingsDep, StoreDep
 
 router = APIRouter(tags=["ingest"])
 
@@ -142,8 +143,20 @@ def _parse_json(body: bytes, s: Settings) -> tuple[list[EventRow], dict[str, Any
     return out, {"name": name, "dropped": dropped}
 
 
+def _append_as(who: Principal, store: RunStore, run_id: str, name: str | None, events: list[EventRow],
+               dropped: int) -> tuple[int, list[str]]:
+    """Append as `who`: a new run is owned by the user (None for the admin); a student's append to another's run
+    raises StoreForbidden (403, checked by the store in its transaction); a teacher may add to any run."""
+    try:
+        return store.append(run_id, name, events, dropped=dropped, owner=who.name)
+    except StoreForbidden:
+        if not who.teacher or who.name is None:
+            raise
+        return store.append(run_id, name, events, dropped=dropped, owner=None)
+
+
 def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped: int, body: bytes,
-            ctype: str) -> tuple[int, list[str], bool]:
+            ctype: str, who: Principal) -> tuple[int, list[str], bool]:
     try:
         if ctype == "application/x-ndjson":
             events = _parse_ndjson(body, s)
@@ -158,20 +171,25 @@ def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped
         raise HTTPException(422, str(exc)) from None
     new_run = not store.has_run(run_id)
     if not events and not new_run:
+        if not who.reads_all:  # an empty batch stores nothing, but must not tell a student of another's run
+            run = store.get_run(run_id)
+            if run is not None and not who.may_read(run):
+                raise StoreForbidden(f"run {run_id!r} belongs to another user")
         return store.last_seq(run_id) + 1, [], False
-    first, texts = store.append(run_id, name, events, dropped=dropped)  # StoreFull: 507, StoreUnavailable: 503
+    # StoreFull: 507, StoreUnavailable: 503, StoreForbidden (another student's run): 403
+    first, texts = _append_as(who, store, run_id, name, events, dropped)
     lifecycle = new_run or any(k in ("run_start", "run_end", "dropped") for k, _, _ in events)
     return first, texts, lifecycle
 
 
 @router.post("/runs/{run_id}/events")
 async def ingest(request: Request, run_id: RunIdPath, s: SettingsDep, store: StoreDep, hub: HubDep,
-                 name: Annotated[str | None, Query(max_length=256)] = None,
+                 who: PrincipalDep, name: Annotated[str | None, Query(max_length=256)] = None,
                  dropped: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0) -> dict[str, Any]:
     """Append a batch of events to run `run_id` (created on first use)."""
     body = await _read_body(request, s.max_body_bytes)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body, ctype)
+    first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body, ctype, who)
     if texts:
         hub.publish(run_id, first, texts)
     if lifecycle:
