@@ -48,7 +48,7 @@ def hash_token(token: str) -> str:
     """What the store keeps of a user's token: its SHA-256, hex. Tokens are 32 random bytes (`secrets`), so a
     fast hash is enough (no dictionary to guess from); comparing hashes needs no constant-time care.
 
-    >>> hash_token("s3cret")[:16], len(hash_token("s3cret"))
+    >>> hash_token("s3cret")[:15], len(hash_token("s3cret"))
     ('sha256:1ec1c26b', 71)
     """
     return "sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest()
@@ -108,9 +108,9 @@ class RunStore(Protocol):
         event with a step the run's ``last_step``. `dropped` is the emitter's running total of dropped events
         (the run keeps the maximum). A new run is owned by `owner`; appending to an existing run with an `owner`
         other than the run's raises `StoreForbidden` (checked in the same transaction: two students racing for one
-        run id cannot both own it); ``owner=None`` (the admin token) may append to any run. Raises `StoreFull` when a new run would exceed the store's bound on runs or
-        the run its bound on events, or the disk is full (nothing is stored then); `StoreUnavailable` when the
-        database cannot be written (corrupt, I/O error).
+        run id cannot both own it); ``owner=None`` (the admin token) may append to any run. Raises `StoreFull`
+        when a new run would exceed the store's bound on runs or the run its bound on events, or the disk is full
+        (nothing is stored then); `StoreUnavailable` when the database cannot be written (corrupt, I/O error).
         """
         ...
 
