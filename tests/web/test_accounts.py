@@ -278,3 +278,43 @@ def test_users_add_errors_are_clear(tmp_path, capsys):
         main(["users", "add", "ada lovelace", "--db", db])
     assert exit_.value.code == 2 and "1-64 letters" in capsys.readouterr().err
     assert main(["users"]) == 2
+
+
+# -- the real emitter -----------------------------------------------------------------------------------------------
+def test_a_students_watch_streams_into_their_own_run_and_another_student_cannot_follow_it(klass):
+    import urllib.error
+    import urllib.request
+
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    import rtxviz.events as events
+
+    from .server import ThreadServer
+    from .test_live import train
+
+    t = klass["tokens"]
+    with ThreadServer(create_app(db=klass["db"], token=ADMIN)) as url:
+        ws_url = url.replace("http", "ws")
+        with events.watch(url, run_name="ada's mlp", run_id="ada-live", token=t["ada"], flush_interval=0.01) as run:
+            train(run, 2)
+        n = run.stats()["sent"]
+        assert run.dropped == 0 and n > 0
+        req = urllib.request.Request(f"{url}/api/runs/ada-live", headers=auth(ADMIN))
+        with urllib.request.urlopen(req) as r:
+            info = json.loads(r.read())
+        assert info["owner"] == "ada" and info["n_events"] == n and info["status"] == "ok"
+        with connect(f"{ws_url}/api/runs/ada-live/ws?token={t['ada']}", open_timeout=10) as ws:
+            assert json.loads(ws.recv(timeout=10))["last_seq"] == n
+        with connect(f"{ws_url}/api/runs/ada-live/ws?token={t['bob']}", open_timeout=10) as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == NO_SUCH_RUN
+        # bob's emitter, told to write into ada's run id, is refused (403): her run keeps its events
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(
+                f"{url}/api/runs/ada-live/events", data=json.dumps(ev()).encode(), method="POST",
+                headers={**NDJSON, **auth(t["bob"])}))
+        assert refused.value.code == 403
+        with urllib.request.urlopen(req) as r:
+            assert json.loads(r.read())["n_events"] == n
