@@ -27,7 +27,15 @@ def _parameters(fn: object) -> list[tuple[str, object, object]]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("impl", [SQLiteStore])
+def _implementations() -> list[type]:
+    try:
+        from rtxviz.store.postgres import PostgresStore
+    except ImportError:  # psycopg not installed: the PostgreSQL tests skip (conftest.py)
+        return [SQLiteStore]
+    return [SQLiteStore, PostgresStore]
+
+
+@pytest.mark.parametrize("impl", _implementations())
 def test_an_implementation_has_every_method_of_the_interface_with_its_parameters(impl: type) -> None:
     methods = [name for name, member in vars(RunStore).items() if not name.startswith("_") and callable(member)]
     assert {"append", "delete_run", "has_run", "last_seq", "list_runs", "get_run", "events", "steps",
