@@ -44,10 +44,55 @@ def post(c: TestClient, run_id: str, events: list[dict[str, Any]], token: str) -
     return c.post(f"/api/runs/{run_id}/events", content=body, headers={**NDJSON, **auth(token)})
 
 
+def backend(request: pytest.FixtureRequest) -> str:
+    """The store this test runs on: tests/web/conftest.py's `store_backend` ("sqlite" or "postgres")."""
+    try:
+        return str(request.getfixturevalue("store_backend"))
+    except pytest.FixtureLookupError:
+        return "sqlite"
+
+
 @pytest.fixture
-def klass(tmp_path: Path) -> dict[str, Any]:
+def new_db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Makes an empty database for the current store: a SQLite path, or the URL of a new PostgreSQL database
+    (the CLI and the tests open it themselves, so the path substitution of conftest.py must not be relied on)."""
+    names = iter(range(100))
+
+    def make() -> str:
+        if backend(request) == "postgres":
+            from tests.store import pgserver
+
+            server = pgserver.server()
+            assert server is not None
+            return server.database()
+        return str(tmp_path / f"class{next(names)}.db")
+
+    return make
+
+
+def table_values(db: str) -> list[str]:
+    """Every value of every table of the database, as text."""
+    values: list[str] = []
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db) as con:
+            tables = [t for (t,) in con.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+            for table in tables:
+                for row in con.execute(f'SELECT * FROM "{table}"'):
+                    values.extend(str(v) for v in row)
+        return values
+    with sqlite3.connect(db) as con:
+        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'"):
+            for row in con.execute(f'SELECT * FROM "{table}"'):
+                values.extend(str(v) for v in row)
+    return values
+
+
+@pytest.fixture
+def klass(new_db: Any) -> dict[str, Any]:
     """A class database: students ada and bob, teacher tess (tokens from the CLI's add_user)."""
-    db = str(tmp_path / "class.db")
+    db = new_db()
     tokens = {name: add_user(db, name, teacher=(name == "tess"), create=True) for name in ("ada", "bob", "tess")}
     return {"db": db, "tokens": tokens}
 
@@ -191,16 +236,12 @@ def test_a_students_lobby_lists_and_announces_only_their_runs(client):
 
 
 def test_tokens_are_stored_hashed_never_themselves(klass):
-    raw = Path(klass["db"]).read_bytes()
-    values: list[str] = []
-    with sqlite3.connect(klass["db"]) as db:
-        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-            for row in db.execute(f'SELECT * FROM "{table}"'):
-                values.extend(str(v) for v in row)
+    values = table_values(klass["db"])
+    raw = Path(klass["db"]).read_bytes() if not klass["db"].startswith("postgresql") else b""
     for token in klass["tokens"].values():
         assert not any(token in v for v in values) and token.encode() not in raw
         assert hash_token(token) in values
-    store = open_store(klass["db"], read_only=True)
+    store = open_store(klass["db"], read_only=not klass["db"].startswith("postgresql"))
     try:
         assert [(u["name"], u["teacher"]) for u in store.list_users()] == [("ada", False), ("bob", False),
                                                                              ("tess", True)]
@@ -233,9 +274,9 @@ def test_a_server_with_a_token_and_no_users_has_only_the_admin(tmp_path):
         assert c.get("/api/runs", headers=auth(ADMIN)).status_code == 200
 
 
-def test_a_user_added_while_the_server_runs_is_known_at_once(tmp_path):
+def test_a_user_added_while_the_server_runs_is_known_at_once(new_db):
     # a server with accounts asks the store again for a token it has not seen (only found users are remembered)
-    db = str(tmp_path / "c.db")
+    db = new_db()
     add_user(db, "first", create=True)
     app = create_app(db=db, token=ADMIN)
     with TestClient(app) as c:
@@ -247,8 +288,8 @@ def test_a_user_added_while_the_server_runs_is_known_at_once(tmp_path):
 
 
 # -- the CLI ------------------------------------------------------------------------------------------------------
-def test_users_add_prints_a_fresh_token_once_and_list_shows_names_and_roles(tmp_path, capsys):
-    db = str(tmp_path / "cli.db")
+def test_users_add_prints_a_fresh_token_once_and_list_shows_names_and_roles(new_db, capsys):
+    db = new_db()
     assert main(["users", "add", "ada", "--db", db, "--create"]) == 0
     out = capsys.readouterr()
     token = out.out.strip()
@@ -264,12 +305,18 @@ def test_users_add_prints_a_fresh_token_once_and_list_shows_names_and_roles(tmp_
         assert c.get("/api/me", headers=auth(token)).json()["name"] == "ada"
 
 
-def test_users_add_errors_are_clear(tmp_path, capsys):
-    db = str(tmp_path / "cli.db")
-    assert main(["users", "add", "ada", "--db", db]) == 1
-    assert "no database at" in capsys.readouterr().err and not Path(db).exists()
-    assert main(["users", "list", "--db", db]) == 1
+def test_users_add_errors_are_clear(request, tmp_path, new_db, capsys):
+    missing = str(tmp_path / "typo.db")
+    assert main(["users", "add", "ada", "--db", missing]) == 1
+    assert "no database at" in capsys.readouterr().err and not Path(missing).exists()
+    assert main(["users", "list", "--db", missing]) == 1
     assert "no database at" in capsys.readouterr().err
+    db = new_db()
+    if backend(request) == "postgres":  # a database the server cannot find is named, without the password
+        gone = db.rsplit("/", 1)[0].replace("rtxviz@", "rtxviz:pw@") + "/no_such_db"
+        assert main(["users", "add", "ada", "--db", gone]) == 1
+        err = capsys.readouterr().err
+        assert "no_such_db" in err and "pw" not in err
     assert main(["users", "add", "ada", "--db", db, "--create"]) == 0
     capsys.readouterr()
     assert main(["users", "add", "ada", "--db", db]) == 1
