@@ -21,6 +21,7 @@ from pathlib import Path
 from .base import (
     RUN_FIELDS,
     EventRow,
+    Notifying,
     RunRecord,
     RunStore,
     StepRecord,
@@ -37,7 +38,7 @@ from .base import (
 )
 from .sqlite import SQLiteStore
 
-__all__ = ["RUN_FIELDS", "EventRow", "RunRecord", "RunStore", "SQLiteStore", "StepRecord", "StoreError",
+__all__ = ["RUN_FIELDS", "EventRow", "Notifying", "RunRecord", "RunStore", "SQLiteStore", "StepRecord", "StoreError",
            "StoreForbidden", "StoreFull", "StoreLocked", "StoreOpenError", "StoreUnavailable", "StoredEvent",
            "UserExists", "UserRecord", "default_db_path", "hash_token", "is_postgres_url", "open_store"]
 

@@ -22,7 +22,7 @@ True
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 #: One event to append: ``(kind, step or None, the event's JSON object as text)``.
@@ -87,11 +87,13 @@ class StoreLocked(StoreOpenError):
 class RunStore(Protocol):
     """Runs and their events, kept so that whatever `append` acknowledged survives a restart.
 
-    Every method is synchronous and safe to call from several threads at once: the server calls them from its
-    worker threads (``run_in_threadpool``, ``asyncio.to_thread``), except `has_run` and `last_seq`, which it calls
-    on its event loop, so those two must answer without waiting on I/O (the SQLite store answers from memory).
-    A store that several processes write must give `append`'s sequence numbers from the database itself, so that
-    they stay dense and ordered per run whoever writes.
+    Every method is synchronous, may wait on I/O and is safe to call from several threads at once: the server
+    calls every one of them from its worker threads (``run_in_threadpool``, ``asyncio.to_thread``), never on its
+    event loop. That includes `has_run` and `last_seq`: the SQLite store answers them from memory (one process
+    writes its file, so its counters are the truth), but a store that several processes write cannot (another
+    worker may have appended a moment ago), so the PostgreSQL store asks the database, and the server hops to a
+    thread for them like for any other call. A store that several processes write must give `append`'s sequence
+    numbers from the database itself, so that they stay dense and ordered per run whoever writes.
     """
 
     #: Where the runs live, as messages name it (a file path, ``:memory:``; a URL without its password).
@@ -120,11 +122,11 @@ class RunStore(Protocol):
 
     # -- reading -----------------------------------------------------------------------------------------------
     def has_run(self, run_id: str) -> bool:
-        """Whether run `run_id` exists. Called on the event loop: must not block."""
+        """Whether run `run_id` exists (now: what any process committed)."""
         ...
 
     def last_seq(self, run_id: str) -> int:
-        """The highest committed seq of a run (0 when it has none, or no such run). Must not block."""
+        """The highest committed seq of a run (0 when it has none, or no such run), whoever committed it."""
         ...
 
     def list_runs(self, limit: int = 1000, owner: str | None = None) -> list[RunRecord]:
@@ -164,4 +166,18 @@ class RunStore(Protocol):
 
     def close(self) -> None:
         """Release connections; the store is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class Notifying(Protocol):
+    """A store that several server processes write announces what each commits, so that every process's
+    viewers see every process's events (the PostgreSQL store: LISTEN/NOTIFY). The server starts `listen` when
+    its store has it."""
+
+    def listen(self, callback: Callable[[str, int, int, bool], None]) -> Callable[[], None]:
+        """Call ``callback(run_id, first_seq, last_seq, run_changed)`` from a thread of the store's for every
+        range another process commits, in commit order (never for this store's own appends); ``run_changed``
+        when the run's row changed as a run list shows it (created, started, ended, drops). Returns the function
+        that stops listening."""
         ...

@@ -68,6 +68,17 @@ class Hub:
         for c in clients:
             _offer(c, item)
 
+    def notified(self, run_id: str, first: int, last: int) -> None:
+        """Another server process committed seqs `first`..`last` of the run (a PostgreSQL notification): every
+        client of the run reads what it has not sent yet from the store, in order with the live batches (a range
+        it already has is skipped). Never blocks; call it from the loop."""
+        clients = self._runs.get(run_id)
+        if not clients:
+            return
+        item = (first, None, last)  # no texts: the sender fetches them from the store
+        for c in clients:
+            _offer(c, item)
+
     def publish_run(self, run: dict[str, Any]) -> None:
         """Tell lobby clients that a run appeared or changed (those that watch one owner: only of that owner's)."""
         if not self._lobby:
@@ -86,8 +97,9 @@ class Hub:
             return
         self._runs.setdefault(run_id, set()).add(client)
         try:
-            await ws.send_text(json.dumps({"type": "hello", "v": 1, "run": run,
-                                           "last_seq": self.store.last_seq(run_id)}))
+            # off the loop: a store that several processes write asks its database (base.py)
+            last = await asyncio.to_thread(self.store.last_seq, run_id)
+            await ws.send_text(json.dumps({"type": "hello", "v": 1, "run": run, "last_seq": last}))
             await self._run_client(client, self._send_events)
         finally:
             self._forget(client, self._runs.get(run_id))
@@ -155,6 +167,10 @@ class Hub:
         queue = client.queue
         while True:
             first, texts, shared = await queue.get()
+            if texts is None:  # a range another process stored (`notified`): `shared` is its last seq
+                if shared >= client.next_seq:
+                    await self._replay(client, head, upto=shared)
+                continue
             end = first + len(texts)
             if end <= client.next_seq:
                 continue  # already sent (from the store)
