@@ -36,6 +36,7 @@ from .base import (
     UserRecord,
     hash_token,
 )
+from .pgurl import redact
 from .sqlite import SQLiteStore
 
 __all__ = ["RUN_FIELDS", "EventRow", "Notifying", "RunRecord", "RunStore", "SQLiteStore", "StepRecord", "StoreError",
@@ -73,7 +74,7 @@ def open_store(db: str, max_runs: int = 1000, max_events_per_run: int = 20_000_0
         try:
             from .postgres import PostgresStore
         except ImportError as exc:
-            raise StoreOpenError(f"--db {db.split('@')[-1]!r} is a PostgreSQL database, which needs psycopg "
+            raise StoreOpenError(f"--db {redact(db)} is a PostgreSQL database, which needs psycopg "
                                  f"({exc}): pip install 'rtxviz[postgres]'") from None
         return PostgresStore(db, max_runs=max_runs, max_events_per_run=max_events_per_run, read_only=read_only)
     return SQLiteStore(db, max_runs=max_runs, max_events_per_run=max_events_per_run, read_only=read_only)

@@ -21,8 +21,8 @@ request); `StoreFull` (507) for a bound, or PostgreSQL's disk-full error.
 The schema is migrations.py's, applied by the first writer that opens the database (under an advisory lock, so
 workers starting together migrate once).
 
->>> redact("postgresql://ada:s3cret@db.example:5433/class?sslmode=require&password=x")
-'postgresql://ada@db.example:5433/class?sslmode=require'
+>>> PostgresStore.__name__
+'PostgresStore'
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import logging
 import secrets
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -55,6 +54,8 @@ from .base import (
     UserRecord,
 )
 from .migrations import LATEST, VERSION_TABLE, check_user_name, pending, statements, too_new
+from .pgurl import redact
+from .pgurl import where as _where
 from .sqlite import forbidden, user_exists
 
 log = logging.getLogger("rtxviz.store")
@@ -69,25 +70,6 @@ _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
 #: A callback for `listen`: (run_id, first seq, last seq, whether the run's row changed).
 Notified = Callable[[str, int, int, bool], None]
-
-
-def redact(url: str) -> str:
-    """The URL without its password (in the user part or the query): what messages and `path` show."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = f"{user.split(':', 1)[0]}@{host}"
-    query = urllib.parse.urlencode([(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if k != "password"])
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def _where(url: str) -> str:
-    """'host:port, database db' for messages."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or "localhost (its Unix socket)"
-    db = parts.path.lstrip("/") or parts.username or "(the user's name)"
-    return f"PostgreSQL at {host}:{parts.port or 5432}, database {db}"
 
 
 def _text(value: str) -> str:

@@ -17,7 +17,8 @@ from rtxviz.store.migrations import LATEST
 from .conftest import postgres_url
 
 psycopg = pytest.importorskip("psycopg")
-from rtxviz.store.postgres import PostgresStore, redact  # noqa: E402
+from rtxviz.store.pgurl import redact  # noqa: E402
+from rtxviz.store.postgres import PostgresStore  # noqa: E402
 
 
 def ev(kind: str = "log") -> tuple[str, None, str]:
