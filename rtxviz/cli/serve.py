@@ -149,7 +149,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 def serve(args: argparse.Namespace) -> int:
     from ..store import StoreError, is_postgres_url, open_store
     from ..web import Settings, create_app
-    from ..web.app import AccountsNeedToken
+    from ..web.app import AccountsNeedToken, check_accounts
 
     if not is_loopback(args.host) and not args.token:
         print(f"rtxviz serve: refusing to bind {args.host} without --token (anyone on the network could read and "
@@ -184,7 +184,11 @@ def serve(args: argparse.Namespace) -> int:
         if args.workers == 1:
             app = create_app(db=db, settings=settings)
         else:  # open (and migrate) once here, for the error; each worker opens its own after the fork
-            open_store(db).close()
+            store = open_store(db)
+            try:
+                check_accounts(store.path, store.list_users(), settings.token)
+            finally:
+                store.close()
     except StoreError as exc:  # the database cannot be had: say which file and what to do, no traceback
         sock.close()
         print(f"rtxviz serve: {exc}", file=sys.stderr)

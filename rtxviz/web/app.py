@@ -38,13 +38,13 @@ class AccountsNeedToken(ValueError):
     """The database has user accounts but the server was given no admin token: refused at start."""
 
 
-def _check_accounts(path: str, users: list[dict[str, Any]], token: str | None) -> None:
+def check_accounts(path: str, users: list[dict[str, Any]], token: str | None) -> None:
     """Refuse a server whose database has accounts but which has no admin token of its own: without a token every
     request is the admin's, so any student could read every run while believing the accounts protect them.
 
-    >>> _check_accounts("class.db", [], None)
-    >>> _check_accounts("class.db", [{"name": "ada"}], "t0ken")
-    >>> _check_accounts("class.db", [{"name": "ada"}, {"name": "bo"}], None)  # doctest: +ELLIPSIS
+    >>> check_accounts("class.db", [], None)
+    >>> check_accounts("class.db", [{"name": "ada"}], "t0ken")
+    >>> check_accounts("class.db", [{"name": "ada"}, {"name": "bo"}], None)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     rtxviz.web.app.AccountsNeedToken: class.db has 2 user accounts (ada, bo) but the server has no --token: ...
@@ -130,7 +130,7 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     store = open_store(db or default_db_path())
     try:
         users = store.list_users()
-        _check_accounts(store.path, users, s.token)
+        check_accounts(store.path, users, s.token)
     except BaseException:
         store.close()
         raise

@@ -33,6 +33,8 @@ SQLITE_ONLY: dict[str, str] = {
         "starts `rtxviz serve --db FILE` in a subprocess (test_workers.py kills served workers on PostgreSQL)",
     "test_live.py::test_serve_lowers_its_own_priority": "starts `rtxviz serve --db FILE` in a subprocess",
     "test_live.py::test_serve_refuses_a_negative_nice": "a command-line check that opens no store",
+    "test_accounts_load.py": "starts `rtxviz serve` processes on databases it makes itself (its PostgreSQL test "
+                             "makes a PostgreSQL database of its own)",
 }
 
 

@@ -255,6 +255,9 @@ def test_a_database_with_users_and_no_token_is_refused_at_start(klass, capsys):
         create_app(db=klass["db"])
     assert main(["serve", "--db", klass["db"], "--port", "0", "--nice", "0"]) == 2
     assert "no --token" in capsys.readouterr().err
+    if klass["db"].startswith("postgresql://"):  # several workers: refused by the parent, before any fork
+        assert main(["serve", "--db", klass["db"], "--port", "0", "--nice", "0", "--workers", "2"]) == 2
+        assert "no --token" in capsys.readouterr().err
     with TestClient(create_app(db=klass["db"], token=ADMIN)) as c:  # the file was not left locked
         assert c.get("/api/runs", headers=auth(ADMIN)).json() == []
 
