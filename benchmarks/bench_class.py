@@ -25,7 +25,9 @@ Checked at the end, against the database (read back through the admin token):
 - with `--kill`: one worker is killed (SIGKILL) once `--kill-at` of the events are acknowledged; the others must
   keep serving (acknowledged events after the kill) and nothing acknowledged may be missing.
 
-events/s is acknowledged events over the wall time from the first POST to the last answer (viewers running).
+events/s is acknowledged events over the wall time from the first POST to the last answer (viewers running);
+client_cpu_s is what this process (students and viewers, one Python) used meanwhile: on a 2-core machine the
+clients take a share of the cores the workers would use, so read 1 against 2 workers, not absolute figures.
 PostgreSQL: `--db URL` of an empty database, else a throwaway server from Debian's binaries (tests/store/pgserver.py:
 fsync off, so the figures are the server's CPU, not the disk's). Without PostgreSQL only `--workers 1` on SQLite runs.
 """
@@ -543,9 +545,11 @@ def run_load(cfg: Config, db: str) -> dict[str, Any]:
         kill_thread = threading.Thread(target=killer, daemon=True) if cfg.kill and cfg.workers > 1 else None
         if kill_thread:
             kill_thread.start()
+        cpu0 = time.process_time()
         with ThreadPoolExecutor(cfg.concurrency) as pool:
             list(pool.map(lambda s: s.run(tally), students))
         wall = tally.last_ack - (tally.first_post or tally.last_ack)
+        client_cpu = time.process_time() - cpu0  # the students' and viewers' own share of the 2 cores
         for v in viewers:
             if v.run_id is not None:
                 v.join(max(1.0, deadline - time.monotonic()))
@@ -568,7 +572,7 @@ def run_load(cfg: Config, db: str) -> dict[str, Any]:
         incomplete = [v for v in viewers if v.run_id is not None and not v.done]
         return {
             "workers": cfg.workers, "students": cfg.students, "viewers": cfg.viewers, "kill": bool(kill_thread),
-            "planned": total, "acked": tally.acked, "wall_s": round(wall, 3),
+            "planned": total, "acked": tally.acked, "wall_s": round(wall, 3), "client_cpu_s": round(client_cpu, 2),
             "events_per_s": round(tally.acked / wall) if wall > 0 else None,
             "lost": lost, "duplicates": dups, "unacked_stored": extra, "runs_with_seq_gaps": gaps,
             "cross_student_reads": len(tally.cross_reads), "cross_examples": tally.cross_reads[:5],
