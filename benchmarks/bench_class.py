@@ -212,6 +212,22 @@ def request(url: str, method: str, path: str, token: str | None, body: bytes | N
             conn.close()
 
 
+def request_again(url: str, method: str, path: str, token: str | None, body: bytes | None = None,
+                  tries: int = 50) -> tuple[int, bytes]:
+    """`request` once more when the connection failed (a worker killed after it accepted the connection): for
+    requests that change nothing when repeated (reads, and writes the server must refuse)."""
+    for _ in range(tries - 1):
+        try:
+            status, answer = request(url, method, path, token, body)
+        except (OSError, http.client.HTTPException):
+            time.sleep(0.1)
+            continue
+        if status not in (502, 503):
+            return status, answer
+        time.sleep(0.1)
+    return request(url, method, path, token, body)
+
+
 # -- students -----------------------------------------------------------------------------------------------------
 def ev(kind: str, step: int | None, **fields: Any) -> dict[str, Any]:
     return {"v": 1, "kind": kind, "t": time.time(), "step": step, **fields}
@@ -298,18 +314,12 @@ class Student:
 
     def _stored(self) -> int:
         """How many events the server holds of this run (0 before it exists); retried while workers restart."""
-        for _ in range(100):
-            try:
-                status, body = request(self.url, "GET", f"/api/runs/{self.run_id}", self.token)
-            except (OSError, http.client.HTTPException):
-                time.sleep(0.1)
-                continue
-            if status == 404:
-                return 0
-            if status == 200:
-                return int(json.loads(body)["n_events"])
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.name}: cannot read its run back")
+        status, body = request_again(self.url, "GET", f"/api/runs/{self.run_id}", self.token, tries=100)
+        if status == 404:
+            return 0
+        if status == 200:
+            return int(json.loads(body)["n_events"])
+        raise RuntimeError(f"{self.name}: cannot read its run back ({status})")
 
     def send(self, batch: list[dict[str, Any]], tally: Tally) -> None:
         body = "\n".join(json.dumps(e) for e in batch).encode()
@@ -356,7 +366,7 @@ class Student:
                 self.conn.close()
 
     def check_list(self, tally: Tally) -> None:
-        status, body = request(self.url, "GET", "/api/runs", self.token)
+        status, body = request_again(self.url, "GET", "/api/runs", self.token)
         if status != 200:
             tally.error(f"{self.name}: GET /api/runs answered {status}")
             return
@@ -444,7 +454,7 @@ class Viewer(threading.Thread):
 def stored_markers(url: str, run_id: str) -> tuple[list[tuple[Any, ...]], list[int]]:
     markers, seqs, after = [], [], 0
     while True:
-        status, body = request(url, "GET", f"/api/runs/{run_id}/events?after={after}&limit=10000", ADMIN)
+        status, body = request_again(url, "GET", f"/api/runs/{run_id}/events?after={after}&limit=10000", ADMIN)
         if status == 404:
             return markers, seqs
         page = json.loads(body)
@@ -463,10 +473,11 @@ def cross_attempts(url: str, attacker: Student, victim: Student, tally: Tally) -
     base = f"/api/runs/{victim.run_id}"
     for method, path in (("GET", base), ("GET", f"{base}/events"), ("GET", f"{base}/steps"),
                          ("GET", f"{base}/graph"), ("DELETE", base)):
-        status, _ = request(url, method, path, attacker.token)
+        status, _ = request_again(url, method, path, attacker.token)
         if status != 404:
             tally.cross(f"{attacker.name} {method} {path}: {status}")
-    status, _ = request(url, "POST", f"{base}/events", attacker.token, json.dumps(ev("step_begin", 999)).encode())
+    status, _ = request_again(url, "POST", f"{base}/events", attacker.token,
+                              json.dumps(ev("step_begin", 999)).encode())
     if status != 403:
         tally.cross(f"{attacker.name} POST into {victim.run_id}: {status}")
     query = urllib.parse.urlencode({"token": attacker.token})
@@ -535,12 +546,23 @@ def run_load(cfg: Config, db: str) -> dict[str, Any]:
         total = cfg.students * planned_events(cfg)
         killed: list[int] = []
 
+        survivors: list[int] = []
+        before_replacement: list[int] = []
+
         def killer() -> None:
             while tally.acked < cfg.kill_at * total and time.monotonic() < deadline:
                 time.sleep(0.01)
+            pids = server.worker_pids()
             killed.append(server.kill_one())
             with tally.lock:
                 tally.killed_at = time.perf_counter()
+            survivors.extend(p for p in pids if p != killed[0])
+            # what the survivors alone answered: acknowledged events until the parent's new worker is up
+            while time.monotonic() < deadline:
+                if set(server.worker_pids()) - set(pids):
+                    break
+                time.sleep(0.005)
+            before_replacement.append(tally.acked_after_kill)
 
         kill_thread = threading.Thread(target=killer, daemon=True) if cfg.kill and cfg.workers > 1 else None
         if kill_thread:
@@ -550,6 +572,8 @@ def run_load(cfg: Config, db: str) -> dict[str, Any]:
             list(pool.map(lambda s: s.run(tally), students))
         wall = tally.last_ack - (tally.first_post or tally.last_ack)
         client_cpu = time.process_time() - cpu0  # the students' and viewers' own share of the 2 cores
+        if kill_thread:
+            kill_thread.join(max(1.0, deadline - time.monotonic()))
         for v in viewers:
             if v.run_id is not None:
                 v.join(max(1.0, deadline - time.monotonic()))
@@ -581,6 +605,8 @@ def run_load(cfg: Config, db: str) -> dict[str, Any]:
             "killed_pid": killed[0] if killed else None, "acked_after_kill": tally.acked_after_kill,
             "first_ack_after_kill_s": (round(tally.first_ack_after_kill, 3)
                                        if tally.first_ack_after_kill is not None else None),
+            "acked_before_replacement": before_replacement[0] if before_replacement else None,
+            "survivors_alive": bool(survivors) and all(p in server.worker_pids() for p in survivors),
             "workers_after": len(server.worker_pids()), "errors": tally.errors[:10],
         }
     finally:

@@ -44,6 +44,7 @@ def test_small_class_with_a_worker_killed_loses_nothing_and_leaks_nothing():
     assert r["cross_student_reads"] == 0, r["cross_examples"]
     assert r["viewer_gaps"] == 0 and r["viewers_incomplete"] == 0
     assert r["killed_pid"] is not None and r["acked_after_kill"] > 0
+    assert r["survivors_alive"]  # the other worker served on, never restarted
 
 
 def test_small_class_on_one_sqlite_worker(tmp_path):
