@@ -246,3 +246,11 @@ def test_workers_share_one_port_and_a_killed_one_loses_nothing_acknowledged(url:
         time.sleep(0.05)
     with connect(server.url.replace("http", "ws") + "/api/runs/k/ws") as viewer:
         assert read_seqs(viewer, len(seqs)) == seqs
+
+
+def test_serve_on_an_unreachable_database_says_where_and_what_to_do() -> None:
+    out = subprocess.run([sys.executable, "-m", "rtxviz.cli", "serve", "--workers", "2", "--port", "0", "--db",
+                          "postgresql://ada:s3cret@127.0.0.1:1/classdb"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "cannot use PostgreSQL at 127.0.0.1:1, database classdb" in out.stderr and "pg_isready" in out.stderr
+    assert "s3cret" not in out.stderr + out.stdout and "Traceback" not in out.stderr
