@@ -69,13 +69,16 @@ class Served:
         with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
             return [int(p) for p in f.read().split()]
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Stop it; what it printed after its first line."""
         self.proc.terminate()
         try:
             self.proc.wait(20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        assert self.proc.stdout is not None
+        return "" if self.proc.stdout.closed else self.proc.stdout.read()
 
 
 @pytest.fixture
@@ -89,7 +92,8 @@ def serve() -> Iterator[type[Served]]:
 
     yield Tracked
     for s in started:
-        s.stop()
+        if s.proc.returncode is None:
+            s.stop()
 
 
 def post(base: str, run_id: str, events: list[dict], retries: int = 0) -> dict:
@@ -246,6 +250,9 @@ def test_workers_share_one_port_and_a_killed_one_loses_nothing_acknowledged(url:
         time.sleep(0.05)
     with connect(server.url.replace("http", "ws") + "/api/runs/k/ws") as viewer:
         assert read_seqs(viewer, len(seqs)) == seqs
+    said = server.stop()
+    assert f"worker {victim} killed by signal 9; starting another" in said, said
+    assert server.proc.returncode == 0  # SIGTERM stopped the workers and then the parent, cleanly
 
 
 def test_serve_on_an_unreachable_database_says_where_and_what_to_do() -> None:
