@@ -153,3 +153,18 @@ def test_listen_hands_other_processes_ranges_in_commit_order_and_not_its_own(url
     stop()
     here.close()
     there.close()
+
+
+def test_without_postgresql_the_tests_skip_or_with_require_they_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    from _pytest.outcomes import Failed, Skipped
+
+    from . import pgserver
+
+    monkeypatch.setattr(pgserver, "server", lambda: None)
+    monkeypatch.setattr(pgserver, "_why_not", "PostgreSQL is not installed (stand-in)")
+    monkeypatch.setattr(pgserver, "REQUIRED", False)
+    with pytest.raises(Skipped, match="not installed"):
+        postgres_url()
+    monkeypatch.setattr(pgserver, "REQUIRED", True)
+    with pytest.raises(Failed, match="RTXVIZ_REQUIRE_POSTGRES=1 but PostgreSQL is not installed"):
+        postgres_url()
