@@ -1,6 +1,7 @@
 """Several server processes on one PostgreSQL database (issue 20): `rtxviz serve --workers N` shares one port, a
 viewer on any process gets every process's events in order with no gaps (LISTEN/NOTIFY), concurrent ingest keeps
-a run's seqs dense, and kill -9 of a worker loses nothing acknowledged while the other goes on serving.
+a run's seqs dense, kill -9 of a worker loses nothing acknowledged while the other goes on serving, and a lost
+database connection is a 503 with its reason, after which the server goes on.
 
 Real processes (``python -m rtxviz.cli serve``) on a real PostgreSQL (tests/store/pgserver.py)."""
 
@@ -261,3 +262,30 @@ def test_serve_on_an_unreachable_database_says_where_and_what_to_do() -> None:
     assert out.returncode == 1, out.stderr
     assert "cannot use PostgreSQL at 127.0.0.1:1, database classdb" in out.stderr and "pg_isready" in out.stderr
     assert "s3cret" not in out.stderr + out.stdout and "Traceback" not in out.stderr
+
+
+def test_a_lost_database_connection_is_a_503_with_the_reason_then_the_server_goes_on(url: str) -> None:
+    import psycopg
+    from fastapi.testclient import TestClient
+
+    from rtxviz.web import create_app
+
+    body = "\n".join(json.dumps(log(i)) for i in range(3))
+    headers = {"Content-Type": "application/x-ndjson"}
+    with TestClient(create_app(db=url)) as client:
+        assert client.post("/api/runs/r/events", content=body, headers=headers).status_code == 200
+        with psycopg.connect(url, autocommit=True) as admin:  # what a database restart does to the pool
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        statuses = []
+        for _ in range(20):
+            r = client.post("/api/runs/r/events", content=body, headers=headers)
+            statuses.append(r.status_code)
+            if r.status_code == 503:
+                assert "lost the connection to PostgreSQL at 127.0.0.1" in r.json()["detail"]
+                assert r.headers["retry-after"] == "5"
+            if r.status_code == 200 and 503 in statuses:
+                break
+        assert 503 in statuses and statuses[-1] == 200, statuses
+        run = client.get("/api/runs/r").json()
+        assert run["n_events"] == 3 * statuses.count(200) + 3  # each acknowledged batch once, no refused one
