@@ -28,8 +28,8 @@ Checked at the end, against the database (read back through the admin token):
 events/s is acknowledged events over the wall time from the first POST to the last answer (viewers running);
 client_cpu_s is what this process (students and viewers, one Python) used meanwhile: on a 2-core machine the
 clients take a share of the cores the workers would use, so read 1 against 2 workers, not absolute figures.
-PostgreSQL: `--db URL` of an empty database, else a throwaway server from Debian's binaries (tests/store/pgserver.py:
-fsync off, so the figures are the server's CPU, not the disk's). Without PostgreSQL only `--workers 1` on SQLite runs.
+PostgreSQL: `--db URL` of an empty database, else a throwaway server from Debian's binaries (tests/store/pgserver.py,
+with PostgreSQL's default durability: every commit flushed). Without PostgreSQL only `--workers 1` on SQLite runs.
 """
 
 from __future__ import annotations
@@ -507,12 +507,27 @@ def database(db: str | None, workers: int) -> Iterator[str]:
         yield str(Path(tmp) / "class.db")
 
 
+_DURABLE: list[Any] = []
+
+
 def postgres() -> Any:
+    """A throwaway PostgreSQL with its default durability (every commit flushed, as a class server runs), started
+    once and stopped at exit; None without Debian's binaries."""
+    if _DURABLE:
+        return _DURABLE[0]
     try:
-        from tests.store import pgserver
+        from tests.store.pgserver import PgServer, _bin_dir
     except ImportError:
         return None
-    return pgserver.server()
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        return None
+    import atexit
+
+    server = PgServer(bin_dir, durable=True)
+    atexit.register(server.stop)
+    _DURABLE.append(server)
+    return server
 
 
 def run_load(cfg: Config, db: str) -> dict[str, Any]:

@@ -175,9 +175,11 @@ class Notifying(Protocol):
     viewers see every process's events (the PostgreSQL store: LISTEN/NOTIFY). The server starts `listen` when
     its store has it."""
 
-    def listen(self, callback: Callable[[str, int, int, bool], None]) -> Callable[[], None]:
+    def listen(self, callback: Callable[[str, int, int, bool], None],
+               reconnected: Callable[[], None] | None = None) -> Callable[[], None]:
         """Call ``callback(run_id, first_seq, last_seq, run_changed)`` from a thread of the store's for every
         range another process commits, in commit order (never for this store's own appends); ``run_changed``
-        when the run's row changed as a run list shows it (created, started, ended, drops). Returns the function
-        that stops listening."""
+        when the run's row changed as a run list shows it (created, started, ended, drops). After the store
+        lost and regained its connection it calls ``reconnected()`` (what was committed meanwhile was not
+        announced). Returns the function that stops listening."""
         ...

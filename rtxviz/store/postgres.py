@@ -325,12 +325,12 @@ class PostgresStore:
         return [_user_row(r) for r in self._query("SELECT name, teacher, created FROM users ORDER BY id", ())]
 
     # -- fan-out ---------------------------------------------------------------------------------------------
-    def listen(self, callback: Notified) -> Callable[[], None]:
+    def listen(self, callback: Notified, reconnected: Callable[[], None] | None = None) -> Callable[[], None]:
         """Call `callback(run_id, first, last, changed)` from a thread of its own for every range another
         process commits (this store's own appends are left out: its caller has them already). Returns the
-        function that stops it. After a lost connection it reconnects (ranges committed meanwhile are not
-        announced; a viewer gets them with the run's next batch, the hub fills gaps from the store)."""
-        listener = _Listener(self.url, self.origin, callback)
+        function that stops it. After a lost connection it reconnects, then calls `reconnected()`: ranges
+        committed while it was away were not announced, so the caller reads what it lacks from the store."""
+        listener = _Listener(self.url, self.origin, callback, reconnected)
         self._listeners.append(listener)
         listener.start()
         return listener.stop
@@ -350,8 +350,9 @@ def _user_row(row: tuple[Any, ...]) -> UserRecord:
 class _Listener:
     """A thread that LISTENs on its own connection and hands other processes' ranges to a callback."""
 
-    def __init__(self, url: str, origin: str, callback: Notified) -> None:
-        self.url, self.origin, self.callback = url, origin, callback
+    def __init__(self, url: str, origin: str, callback: Notified,
+                 reconnected: Callable[[], None] | None = None) -> None:
+        self.url, self.origin, self.callback, self.reconnected = url, origin, callback, reconnected
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rtxviz-listen", daemon=True)
@@ -372,6 +373,8 @@ class _Listener:
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as con:
                     con.execute(f"LISTEN {CHANNEL}")
+                    if self._ready.is_set() and self.reconnected is not None:
+                        self._call(self.reconnected)
                     self._ready.set()
                     delay = 0.1
                     while not self._stop.is_set():
@@ -388,7 +391,11 @@ class _Listener:
         parts = payload.split(" ")
         if len(parts) != 5 or parts[0] == self.origin:
             return
+        self._call(lambda: self.callback(parts[1], int(parts[2]), int(parts[3]), parts[4] == "1"))
+
+    @staticmethod
+    def _call(fn: Callable[[], None]) -> None:
         try:
-            self.callback(parts[1], int(parts[2]), int(parts[3]), parts[4] == "1")
+            fn()
         except Exception:  # a failing callback must not end the listening
             log.exception("rtxviz store: a notification's callback failed")

@@ -113,7 +113,13 @@ def _listen(store: Notifying, hub: Hub) -> Callable[[], None]:
         except RuntimeError:  # the loop has closed: the server is stopping
             pass
 
-    return store.listen(from_thread)
+    def reconnected() -> None:  # ranges committed while the store was not listening: read them from the store
+        try:
+            loop.call_soon_threadsafe(hub.resync)
+        except RuntimeError:
+            pass
+
+    return store.listen(from_thread, reconnected)
 
 
 def create_app(db: str | None = None, settings: Settings | None = None, static_dir: str | Path | None = None,

@@ -79,6 +79,12 @@ class Hub:
         for c in clients:
             _offer(c, item)
 
+    def resync(self) -> None:
+        """Announcements of other processes' ranges may have been missed (the store's listening connection was
+        lost): every client reads whatever its run has that it has not sent yet from the store."""
+        for run_id in list(self._runs):
+            self.notified(run_id, 1, 2**63 - 1)
+
     def publish_run(self, run: dict[str, Any]) -> None:
         """Tell lobby clients that a run appeared or changed (those that watch one owner: only of that owner's)."""
         if not self._lobby:

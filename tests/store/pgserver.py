@@ -42,7 +42,7 @@ def _free_port() -> int:
 class PgServer:
     """One running PostgreSQL: `url(db)` names a database on it; `stop()` ends it and removes its files."""
 
-    def __init__(self, bin_dir: str) -> None:
+    def __init__(self, bin_dir: str, durable: bool = False) -> None:
         self.bin_dir = bin_dir
         self.folder = tempfile.mkdtemp(prefix="rtxviz-pg-")
         self.data = os.path.join(self.folder, "data")
@@ -54,8 +54,9 @@ class PgServer:
         self._run("initdb", "-D", self.data, "-U", "rtxviz", "-A", "trust", "-E", "UTF8", "--no-sync",
                   "--locale=C")
         # fsync off: the tests kill workers, never the database server, so its durability is not what they test
-        options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        # (`durable`, for benchmarks: PostgreSQL's defaults, every commit flushed)
+        fast = "" if durable else "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 {fast}-c max_connections=200"
         self._run("pg_ctl", "-D", self.data, "-o", options, "-l", os.path.join(self.folder, "log"), "-w",
                   "-t", "60", "start")
         self._names = itertools.count()

@@ -153,3 +153,37 @@ def test_listen_hands_other_processes_ranges_in_commit_order_and_not_its_own(url
     stop()
     here.close()
     there.close()
+
+
+def test_without_postgresql_the_tests_skip_or_with_require_they_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    from _pytest.outcomes import Failed, Skipped
+
+    from . import pgserver
+
+    monkeypatch.setattr(pgserver, "server", lambda: None)
+    monkeypatch.setattr(pgserver, "_why_not", "PostgreSQL is not installed (stand-in)")
+    monkeypatch.setattr(pgserver, "REQUIRED", False)
+    with pytest.raises(Skipped, match="not installed"):
+        postgres_url()
+    monkeypatch.setattr(pgserver, "REQUIRED", True)
+    with pytest.raises(Failed, match="RTXVIZ_REQUIRE_POSTGRES=1 but PostgreSQL is not installed"):
+        postgres_url()
+
+
+def test_listen_reconnects_after_a_lost_connection_and_says_so(url: str) -> None:
+    here, there = PostgresStore(url), PostgresStore(url)
+    got: list[tuple[str, int, int, bool]] = []
+    again = threading.Event()
+    stop = here.listen(lambda *note: got.append(note), again.set)
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                      "AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'")
+    assert again.wait(15)  # LISTEN is back in place: the caller is told to read what it may have missed
+    there.append("r", None, [ev()])
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert got == [("r", 1, 1, True)]
+    stop()
+    here.close()
+    there.close()

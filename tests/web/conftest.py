@@ -13,7 +13,7 @@ each with its reason. tests/web/test_workers.py runs served processes on Postgre
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -79,8 +79,33 @@ def store_backend(request: pytest.FixtureRequest) -> Iterator[str]:
             pytest.fail(f"RTXVIZ_REQUIRE_POSTGRES=1 but {pgserver.why_not()}")
         pytest.skip(pgserver.why_not())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(app_module, "open_store", PostgresInstead(server))
-        yield "postgres"
+        instead = PostgresInstead(server)
+        patch.setattr(app_module, "open_store", instead)
+        _active.append(instead)
+        try:
+            yield "postgres"
+        finally:
+            _active.remove(instead)
+
+
+_active: list[PostgresInstead] = []
+
+
+@pytest.fixture
+def db_url(store_backend: str) -> Callable[[str], str]:
+    """What ``create_app(db=path)`` opens for `path` under the store of this run: the path itself on SQLite, its
+    database's URL on PostgreSQL. For a test that reaches the same runs another way (the CLI's ``--db``, a
+    second process, `rtxviz.store.open_store`)."""
+    if store_backend != "postgres" or not _active:
+        return lambda path: path
+    instead = _active[-1]
+
+    def url(path: str) -> str:
+        if is_postgres_url(path):
+            return path
+        return instead.databases.get(path) or instead.databases.setdefault(path, instead.server.database())
+
+    return url
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
 """Several server processes on one PostgreSQL database (issue 20): `rtxviz serve --workers N` shares one port, a
 viewer on any process gets every process's events in order with no gaps (LISTEN/NOTIFY), concurrent ingest keeps
-a run's seqs dense, and kill -9 of a worker loses nothing acknowledged while the other goes on serving.
+a run's seqs dense, kill -9 of a worker loses nothing acknowledged while the other goes on serving, and a lost
+database connection is a 503 with its reason, after which the server goes on.
 
 Real processes (``python -m rtxviz.cli serve``) on a real PostgreSQL (tests/store/pgserver.py)."""
 
@@ -69,13 +70,16 @@ class Served:
         with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
             return [int(p) for p in f.read().split()]
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Stop it; what it printed after its first line."""
         self.proc.terminate()
         try:
             self.proc.wait(20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        assert self.proc.stdout is not None
+        return "" if self.proc.stdout.closed else self.proc.stdout.read()
 
 
 @pytest.fixture
@@ -89,7 +93,8 @@ def serve() -> Iterator[type[Served]]:
 
     yield Tracked
     for s in started:
-        s.stop()
+        if s.proc.returncode is None:
+            s.stop()
 
 
 def post(base: str, run_id: str, events: list[dict], retries: int = 0) -> dict:
@@ -246,3 +251,41 @@ def test_workers_share_one_port_and_a_killed_one_loses_nothing_acknowledged(url:
         time.sleep(0.05)
     with connect(server.url.replace("http", "ws") + "/api/runs/k/ws") as viewer:
         assert read_seqs(viewer, len(seqs)) == seqs
+    said = server.stop()
+    assert f"worker {victim} killed by signal 9; starting another" in said, said
+    assert server.proc.returncode == 0  # SIGTERM stopped the workers and then the parent, cleanly
+
+
+def test_serve_on_an_unreachable_database_says_where_and_what_to_do() -> None:
+    out = subprocess.run([sys.executable, "-m", "rtxviz.cli", "serve", "--workers", "2", "--port", "0", "--db",
+                          "postgresql://ada:s3cret@127.0.0.1:1/classdb"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "cannot use PostgreSQL at 127.0.0.1:1, database classdb" in out.stderr and "pg_isready" in out.stderr
+    assert "s3cret" not in out.stderr + out.stdout and "Traceback" not in out.stderr
+
+
+def test_a_lost_database_connection_is_a_503_with_the_reason_then_the_server_goes_on(url: str) -> None:
+    import psycopg
+    from fastapi.testclient import TestClient
+
+    from rtxviz.web import create_app
+
+    body = "\n".join(json.dumps(log(i)) for i in range(3))
+    headers = {"Content-Type": "application/x-ndjson"}
+    with TestClient(create_app(db=url)) as client:
+        assert client.post("/api/runs/r/events", content=body, headers=headers).status_code == 200
+        with psycopg.connect(url, autocommit=True) as admin:  # what a database restart does to the pool
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        statuses = []
+        for _ in range(20):
+            r = client.post("/api/runs/r/events", content=body, headers=headers)
+            statuses.append(r.status_code)
+            if r.status_code == 503:
+                assert "lost the connection to PostgreSQL at 127.0.0.1" in r.json()["detail"]
+                assert r.headers["retry-after"] == "5"
+            if r.status_code == 200 and 503 in statuses:
+                break
+        assert 503 in statuses and statuses[-1] == 200, statuses
+        run = client.get("/api/runs/r").json()
+        assert run["n_events"] == 3 * statuses.count(200) + 3  # each acknowledged batch once, no refused one
