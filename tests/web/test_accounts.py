@@ -91,9 +91,17 @@ def table_values(db: str) -> list[str]:
 
 @pytest.fixture
 def klass(new_db: Any) -> dict[str, Any]:
-    """A class database: students ada and bob, teacher tess (tokens from the CLI's add_user)."""
+    """A class database: students ada and bob, teacher tess (one store opened for the three: the CLI's add_user,
+    tested below, opens one per user)."""
     db = new_db()
-    tokens = {name: add_user(db, name, teacher=(name == "tess"), create=True) for name in ("ada", "bob", "tess")}
+    tokens = {name: f"{name}-token-{i}-abcdefghijklmnopqrstuvwxyz0123456789" for i, name in
+              enumerate(("ada", "bob", "tess"))}
+    store = open_store(db)
+    try:
+        for name, token in tokens.items():
+            store.add_user(name, hash_token(token), teacher=(name == "tess"))
+    finally:
+        store.close()
     return {"db": db, "tokens": tokens}
 
 
