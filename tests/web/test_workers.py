@@ -129,6 +129,13 @@ def stored(base: str, run_id: str) -> list[dict]:
         after = page["next_after"]
 
 
+def wait_until(condition, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
 def read_seqs(ws, n: int, timeout: float = 30) -> list[int]:
     seqs: list[int] = []
     deadline = time.monotonic() + timeout
@@ -220,11 +227,11 @@ def test_workers_share_one_port_and_a_killed_one_loses_nothing_acknowledged(url:
         threads = [threading.Thread(target=emitter) for _ in range(3)]
         for t in threads:
             t.start()
-        time.sleep(1.0)
+        wait_until(lambda: len(acked) >= 10)
         victim = first_two[0]
         os.kill(victim, signal.SIGKILL)
         before_kill = len(acked)
-        time.sleep(1.5)  # the surviving worker goes on acknowledging meanwhile
+        wait_until(lambda: len(acked) >= before_kill + 10)  # the surviving worker goes on acknowledging
         stop.set()
         for t in threads:
             t.join(60)
