@@ -3,6 +3,7 @@
 import { ERROR_COLOUR, gradClass, gradColor, gradWidth, fmt, textOn } from "./colors";
 import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
+import { fitTransform, type Bounds } from "./fit";
 import { params } from "./env";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
@@ -216,11 +217,11 @@ export class GraphView {
     this.setTransform(r.w / 2 - p.x * k, r.h / 2 - p.y * k, k);
   }
 
-  fit(b: { x0: number; y0: number; x1: number; y1: number }): void {
+  /** Fit the graph in view, keeping its labels readable (fit.ts). */
+  fit(b: Bounds): void {
     const r = this.screenSize();
-    const w = Math.max(1, r.w), hh = Math.max(1, r.h);
-    const k = Math.min(1.2, Math.max(0.05, Math.min((w - 40) / (b.x1 - b.x0), (hh - 64) / (b.y1 - b.y0))));
-    this.setTransform((w - (b.x1 - b.x0) * k) / 2 - b.x0 * k, 44 - b.y0 * k, k);
+    const t = fitTransform(b, r.w, r.h);
+    this.setTransform(t.tx, t.ty, t.k);
   }
 
   /** Draw `v` at the positions in `place`. */
