@@ -4,13 +4,20 @@ import { ERROR_COLOUR, gradClass, gradColor, gradWidth, fmt, textOn } from "./co
 import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
 import { fitTransform, type Bounds } from "./fit";
+import { drawNodeParts, type PartsHolder } from "./nodeel";
 import { params } from "./env";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
 import type { GNode, Segment, StepGraph } from "./state";
 import type { Stats } from "./generated/events";
 
-interface NodeEl extends SVGGElement { _sig?: string; _pos?: string }
+interface NodeEl extends PartsHolder { _sig?: string; _pos?: string; _detail?: boolean }
+
+/** Below this zoom the view is "far": labels would be under 5 px (style.css hides them), so a node is drawn as
+ * its outline only, and its labels, badge and tooltip are built when the view comes nearer (detail on demand):
+ * an "expand all" of 2,500 nodes lands at an overview zoom, and building ~7 elements per node there was most of
+ * its time. */
+export const FAR_K = 0.35;
 interface EdgeEl extends SVGPathElement { _sig?: string }
 
 export function shapeText(shape: number[]): string {
@@ -117,8 +124,11 @@ export class GraphView {
   }
 
   private applyTransform(): void {
-    const far = this.k < 0.35;
-    if (far !== this.svg.classList.contains("far")) this.svg.classList.toggle("far", far);
+    const far = this.k < FAR_K;
+    if (far !== this.svg.classList.contains("far")) {
+      this.svg.classList.toggle("far", far);
+      if (!far) this.detailSoon();
+    }
     this.viewport.setAttribute("transform", `translate(${this.tx.toFixed(1)},${this.ty.toFixed(1)}) scale(${this.k.toFixed(4)})`);
   }
 
@@ -168,6 +178,7 @@ export class GraphView {
   /** Highlight the search's matches and dim the rest (or hide it, `filter`); null clears the marks. Touches
    * classes only, not the drawing, so that a keystroke over thousands of nodes stays cheap. */
   mark(vids: Set<string> | null, filter: boolean): void {
+    if (vids === null && this.marked === null) return; // nothing marked, nothing to clear (every draw asks)
     this.marked = vids;
     this.filtered = filter && vids !== null;
     this.applyMarks();
@@ -188,6 +199,7 @@ export class GraphView {
   /** Mark the selection's path to the loss (`down`) and its inputs' cone (`up`); the rest is dimmed. null
    * `src` clears the marks. An edge is on a path when both its ends are (or are the selection). */
   markPaths(src: Set<string> | null, down: Set<string> | null, up: Set<string> | null): void {
+    if (src === null && this.path === null) return; // nothing marked, nothing to clear (every draw asks)
     this.path = src ? { src, down, up } : null;
     this.applyPaths();
   }
@@ -224,9 +236,39 @@ export class GraphView {
     this.setTransform(t.tx, t.ty, t.k);
   }
 
+  /** Labels, badges and tooltips are built on every node (an export asked: it shows them whatever the zoom). */
+  private detailForced = false;
+  private lastPlace: Placement | null = null;
+  private lastGraph: StepGraph | null = null;
+  private detailQueued = false;
+
+  /** Whether nodes drawn now get their labels (not when far, unless an export asked for them). */
+  private get detail(): boolean {
+    return this.detailForced || this.k >= FAR_K;
+  }
+
+  /** The view came near: the nodes drawn as outlines get their labels in the next frame (once, however many
+   * transforms the zoom sets before it). */
+  private detailSoon(): void {
+    if (this.detailQueued) return;
+    this.detailQueued = true;
+    requestAnimationFrame(() => {
+      this.detailQueued = false;
+      if (this.detail && this.lastVisible && this.lastPlace) this.render(this.lastVisible, this.lastPlace, this.lastGraph);
+    });
+  }
+
+  /** Build every node's labels now, whatever the zoom (the SVG and PNG exports show them). */
+  ensureDetail(): void {
+    this.detailForced = true;
+    if (this.lastVisible && this.lastPlace) this.render(this.lastVisible, this.lastPlace, this.lastGraph);
+  }
+
   /** Draw `v` at the positions in `place`. */
   render(v: Visible, place: Placement, graph: StepGraph | null): void {
     this.lastVisible = v;
+    this.lastPlace = place;
+    this.lastGraph = graph;
     const seen = new Set<string>();
     for (const it of v.items.values()) {
       const p = place.pos.get(it.vid);
@@ -296,38 +338,28 @@ export class GraphView {
       el.setAttribute("transform", `translate(${p.x - NODE_W / 2},${p.y - NODE_H / 2})`);
       el._pos = posKey;
     }
-    if (el._sig === sig) return;
+    const detail = this.detail;
+    // a node drawn with its labels keeps them when the view goes far (style.css hides them there)
+    if (el._sig === sig && (el._detail || !detail)) return;
     el._sig = sig;
+    el._detail = detail;
     el.setAttribute("class", cls);
     el.dataset.gradClass = gc;
     el.dataset.gradColor = colour;
     el.dataset.kind = kind;
     if (n) el.dataset.key = n.key; else delete el.dataset.key;
-    while (el.firstChild) el.removeChild(el.firstChild);
-    el.append(s("rect", {
-      class: "body", width: NODE_W, height: NODE_H, rx: n && n.kind !== "op" ? 20 : 6,
-      stroke: colour, "stroke-width": gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
-      "stroke-dasharray": gc === "none" ? "5 4" : null,
-    }));
-    if (it.type !== "node") el.append(s("rect", { class: "stack", x: 4, y: -4, width: NODE_W, height: NODE_H, rx: 6 }));
-    if (n?.recomputed) el.append(s("rect", { class: "rc-ring", x: -4, y: -4, width: NODE_W + 8, height: NODE_H + 8, rx: 9 }));
-    const t1 = s("text", { class: "l1", x: NODE_W / 2, y: 17 }, n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21));
-    const t2 = s("text", { class: "l2", x: NODE_W / 2, y: 33 }, clip(sub, 26));
     if (numbers) el.dataset.numbers = "1"; else delete el.dataset.numbers;
-    const tip = n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`;
-    el.append(t1, t2, s("title", {}, tip));
-    if (badge) {
-      // above the node's top edge, so it never sits on the title
-      const bc = n?.error ? "error" : gc;
-      const bw = Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)); // numbers may need more room
-      el.append(s("rect", { class: `badge badge-${bc}`, x: NODE_W + 4 - bw, y: -15, width: bw, height: 14, rx: 7, fill: badgeColour }));
-      const txt = s("text", { class: `badge-text badge-${bc}`, x: NODE_W + 4 - bw / 2, y: -4.5 }, clip(badge, 24));
-      txt.style.fill = textOn(badgeColour); // readable on every ramp colour (dark purple to yellow)
-      el.append(txt);
-    }
-    if (it.type !== "node" && it.count) {
-      el.append(s("text", { class: "grad-count", x: 6, y: NODE_H + 12 }, computed ? `${computed}/${it.count} grads` : ""));
-    }
+    const bc = n?.error ? "error" : gc;
+    drawNodeParts(el, {
+      rx: n && n.kind !== "op" ? 20 : 6, stroke: colour, strokeWidth: gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
+      dashed: gc === "none", group: it.type !== "node", recomputed: !!n?.recomputed,
+      title: n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21), sub: clip(sub, 26),
+      tip: n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`,
+      // the badge's width fits numbers; its text is readable on every ramp colour (dark purple to yellow)
+      badge: badge ? { cls: bc, text: clip(badge, 24), width: Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)),
+        fill: badgeColour, textFill: textOn(badgeColour) } : null,
+      count: it.type !== "node" && it.count ? (computed ? `${computed}/${it.count} grads` : "") : null,
+    }, detail);
   }
 
   /** `below`: the source is a checkpoint node with its recomputed column beside it; the edge runs straight down
