@@ -35,6 +35,20 @@ interface Parts {
 
 export interface PartsHolder extends SVGGElement { _parts?: Parts }
 
+let nodeTemplate: SVGGElement | null = null;
+
+/** A new node element for visible id `vid`, with its outline: a clone of one template (the browser copies the
+ * element and its fixed attributes in one call, where building them cost a call per attribute). */
+export function newNodeEl(vid: string): PartsHolder {
+  if (!nodeTemplate) {
+    nodeTemplate = s("g", {});
+    nodeTemplate.append(s("rect", { class: "body", width: NODE_W, height: NODE_H }));
+  }
+  const el = nodeTemplate.cloneNode(true) as PartsHolder;
+  el.setAttribute("data-vid", vid);
+  return el;
+}
+
 /** Draw `spec` into the node element `el`: its outline always, its labels, tooltip and badge when `detail`. */
 export function drawNodeParts(el: PartsHolder, spec: NodeSpec, detail: boolean): void {
   const key = `${spec.group}|${spec.recomputed}|${detail}|${detail && spec.badge !== null}|${detail && spec.count !== null}`;
@@ -76,9 +90,14 @@ export function drawNodeParts(el: PartsHolder, spec: NodeSpec, detail: boolean):
 
 /** The node's children for its make-up, with the attributes that never change; drawNodeParts sets the rest. */
 function build(el: PartsHolder, spec: NodeSpec, detail: boolean, key: string): Parts {
-  while (el.firstChild) el.removeChild(el.firstChild);
-  const body = s("rect", { class: "body", width: NODE_W, height: NODE_H });
-  el.append(body);
+  // the outline stays (newNodeEl made it); everything after it is built for the new make-up
+  let body = el._parts?.body ?? (el.firstElementChild as SVGRectElement | null);
+  if (!body || body.getAttribute("class") !== "body") {
+    while (el.firstChild) el.removeChild(el.firstChild);
+    body = s("rect", { class: "body", width: NODE_W, height: NODE_H });
+    el.append(body);
+  }
+  while (body.nextSibling) el.removeChild(body.nextSibling);
   const p: Parts = { key, last: new Map(), body };
   if (spec.group) el.append(s("rect", { class: "stack", x: 4, y: -4, width: NODE_W, height: NODE_H, rx: 6 }));
   if (spec.recomputed) el.append(s("rect", { class: "rc-ring", x: -4, y: -4, width: NODE_W + 8, height: NODE_H + 8, rx: 9 }));

@@ -4,7 +4,7 @@ import { ERROR_COLOUR, gradClass, gradColor, gradWidth, fmt, textOn } from "./co
 import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
 import { fitTransform, type Bounds } from "./fit";
-import { drawNodeParts, type PartsHolder } from "./nodeel";
+import { drawNodeParts, newNodeEl, type PartsHolder } from "./nodeel";
 import { params } from "./env";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
@@ -329,8 +329,7 @@ export class GraphView {
     const posKey = `${p.x},${p.y}`;
     let el = this.nodes.get(it.vid);
     if (!el) {
-      el = s("g", {}) as NodeEl;
-      el.dataset.vid = it.vid;
+      el = newNodeEl(it.vid) as NodeEl;
       this.nodeLayer.append(el);
       this.nodes.set(it.vid, el);
     }
@@ -343,12 +342,13 @@ export class GraphView {
     if (el._sig === sig && (el._detail || !detail)) return;
     el._sig = sig;
     el._detail = detail;
+    // setAttribute, not the dataset's setters: thousands of new nodes at once, and these are cheaper
     el.setAttribute("class", cls);
-    el.dataset.gradClass = gc;
-    el.dataset.gradColor = colour;
-    el.dataset.kind = kind;
-    if (n) el.dataset.key = n.key; else delete el.dataset.key;
-    if (numbers) el.dataset.numbers = "1"; else delete el.dataset.numbers;
+    el.setAttribute("data-grad-class", gc);
+    el.setAttribute("data-grad-color", colour);
+    el.setAttribute("data-kind", kind);
+    if (n) el.setAttribute("data-key", n.key); else el.removeAttribute("data-key");
+    if (numbers) el.setAttribute("data-numbers", "1"); else if (el.hasAttribute("data-numbers")) el.removeAttribute("data-numbers");
     const bc = n?.error ? "error" : gc;
     drawNodeParts(el, {
       rx: n && n.kind !== "op" ? 20 : 6, stroke: colour, strokeWidth: gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
@@ -380,10 +380,11 @@ export class GraphView {
     const rc = !!e.recompute;
     const sig = `${d}|${colour}|${w}|${gc}|${e.ghost}|${rc}`;
     let el = this.edges.get(id);
+    const fresh = !el;
     if (!el) {
-      el = s("path", { "marker-end": "url(#arrow)" }) as EdgeEl;
-      el.dataset.from = e.from;
-      el.dataset.to = e.to;
+      el = edgeTemplate().cloneNode() as EdgeEl; // with its arrowhead: one call instead of one per attribute
+      el.setAttribute("data-from", e.from);
+      el.setAttribute("data-to", e.to);
       this.edgeLayer.append(el);
       this.edges.set(id, el);
     }
@@ -393,8 +394,8 @@ export class GraphView {
     el.setAttribute("class", `edge grad-${gc}${e.ghost ? " ghost" : ""}${rc ? " recompute" : ""}`);
     el.setAttribute("stroke", colour);
     el.setAttribute("stroke-width", w.toFixed(2));
-    if (gc === "none") el.setAttribute("stroke-dasharray", "4 4"); else el.removeAttribute("stroke-dasharray");
-    el.dataset.gradClass = gc;
+    if (gc === "none") el.setAttribute("stroke-dasharray", "4 4"); else if (!fresh) el.removeAttribute("stroke-dasharray");
+    el.setAttribute("data-grad-class", gc);
   }
 
   private drawSegments(v: Visible, place: Placement, graph: StepGraph | null): void {
@@ -439,6 +440,12 @@ export class GraphView {
   nodeCount(): number {
     return this.nodes.size;
   }
+}
+
+let edgeTemplateEl: SVGPathElement | null = null;
+
+function edgeTemplate(): SVGPathElement {
+  return (edgeTemplateEl ??= s("path", { "marker-end": "url(#arrow)" }));
 }
 
 /** A segment's name as a reader takes it: checkpoint_sequential names its segments "layers[2]", which reads like
