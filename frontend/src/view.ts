@@ -125,10 +125,8 @@ export class GraphView {
 
   private applyTransform(): void {
     const far = this.k < FAR_K;
-    if (far !== this.svg.classList.contains("far")) {
-      this.svg.classList.toggle("far", far);
-      if (!far) this.detailSoon();
-    }
+    if (far !== this.svg.classList.contains("far")) this.svg.classList.toggle("far", far);
+    if (!far && this.lastVisible) this.detailSoon(); // what comes into view gets its labels
     this.viewport.setAttribute("transform", `translate(${this.tx.toFixed(1)},${this.ty.toFixed(1)}) scale(${this.k.toFixed(4)})`);
   }
 
@@ -242,19 +240,35 @@ export class GraphView {
   private lastGraph: StepGraph | null = null;
   private detailQueued = false;
 
-  /** Whether nodes drawn now get their labels (not when far, unless an export asked for them). */
-  private get detail(): boolean {
-    return this.detailForced || this.k >= FAR_K;
+  /** Whether a node drawn now at `p` gets its labels: not when far, nor when it is more than half a screen out of
+   * view (laying out and painting the text of a few thousand nodes nobody sees was most of a live frame); an
+   * export asks for all of them. */
+  private wantsDetail(p: Pos): boolean {
+    if (this.detailForced) return true;
+    if (this.k < FAR_K) return false;
+    const r = this.screenSize();
+    const x = p.x * this.k + this.tx, y = p.y * this.k + this.ty; // the node's centre on screen
+    const mx = r.w / 2 + NODE_W * this.k, my = r.h / 2 + NODE_H * this.k;
+    return x > -mx && x < r.w + mx && y > -my && y < r.h + my;
   }
 
-  /** The view came near: the nodes drawn as outlines get their labels in the next frame (once, however many
-   * transforms the zoom sets before it). */
+  /** The view moved or came near: the nodes it reaches that were drawn as outlines get their labels in the next
+   * frame (once per frame, however many transforms a pan or zoom sets before it). */
   private detailSoon(): void {
     if (this.detailQueued) return;
     this.detailQueued = true;
     requestAnimationFrame(() => {
       this.detailQueued = false;
-      if (this.detail && this.lastVisible && this.lastPlace) this.render(this.lastVisible, this.lastPlace, this.lastGraph);
+      const v = this.lastVisible, place = this.lastPlace;
+      if (!v || !place || this.k < FAR_K) return;
+      let drawn = false;
+      for (const [vid, el] of this.nodes) {
+        if (el._detail) continue;
+        const it = v.items.get(vid), p = place.pos.get(vid);
+        if (it && p && this.wantsDetail(p)) { this.drawNode(it, p); drawn = true; }
+      }
+      if (drawn && this.marked) this.applyMarks(); // drawNode wrote the class without the marks
+      if (drawn && this.path) this.applyPaths();
     });
   }
 
@@ -337,8 +351,8 @@ export class GraphView {
       el.setAttribute("transform", `translate(${p.x - NODE_W / 2},${p.y - NODE_H / 2})`);
       el._pos = posKey;
     }
-    const detail = this.detail;
-    // a node drawn with its labels keeps them when the view goes far (style.css hides them there)
+    const detail = this.wantsDetail(p);
+    // a node drawn with its labels keeps them when the view goes far or away (style.css hides them far out)
     if (el._sig === sig && (el._detail || !detail)) return;
     el._sig = sig;
     el._detail = detail;

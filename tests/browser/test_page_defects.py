@@ -126,6 +126,9 @@ def test_gradient_badges_are_readable_at_every_norm(page, server):
     post_events(server, "ladder", norm_ladder(norms))
     page.goto(server + "/")
     page.wait_for_selector(f'#counts[data-total="{2 * len(norms)}"]')
+    # the row is wider than the canvas at a readable zoom, and nodes out of view get their badges when they come
+    # into it: build every node's badge now, as an export does
+    page.evaluate("window.__rtxviz.view.ensureDetail()")
     pairs = page.evaluate("""() => [...document.querySelectorAll('g.vnode')]
       .filter(n => (n.dataset.key || '').startsWith('|tanh|'))
       .filter(n => n.querySelector('rect.badge'))
