@@ -129,9 +129,13 @@ def lesson(args: argparse.Namespace) -> int:
     stop = threading.Event()
     if args.no_wait:
         stop.set()
+
+    def ready(url: str) -> None:
+        if not stop.is_set():
+            print("serving the lessons; the page's next button runs the next one; Ctrl-C stops", file=sys.stderr)
+
     try:
-        serve_lessons(chosen, args.port, stop, ready=lambda url: print(
-            "serving the lessons; the page's next button runs the next one; Ctrl-C stops", file=sys.stderr))
+        serve_lessons(chosen, args.port, stop, ready=ready)
     except KeyboardInterrupt:
         pass
     return 0
