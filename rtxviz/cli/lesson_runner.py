@@ -18,6 +18,7 @@ ValueError: rtxviz lesson: no lesson 'nope'; there are: neuron, chain-rule, fan-
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -66,11 +67,16 @@ class LessonRunner:
 
     def serve(self, url: str, token: str | None, stop: threading.Event,
               ran: Callable[[Lesson], None] = lambda lesson: None) -> None:
-        """Run each requested lesson, streamed to `url`, until `stop` is set."""
+        """Run each requested lesson, streamed to `url`, until `stop` is set. A lesson that fails is reported on
+        stderr and the runner goes on: the page can ask for another."""
         while not stop.is_set():
             try:
                 lesson = self._queue.get(timeout=0.2)
             except queue.Empty:
                 continue
-            run_lesson(lesson, url=url, token=token)
+            try:
+                run_lesson(lesson, url=url, token=token)
+            except Exception as exc:  # one lesson's failure must not end the runner
+                print(f"rtxviz lesson: {lesson.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                continue
             ran(lesson)
