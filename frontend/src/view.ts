@@ -234,7 +234,7 @@ export class GraphView {
     this.setTransform(t.tx, t.ty, t.k);
   }
 
-  /** Labels, badges and tooltips are built on every node (an export asked: it shows them whatever the zoom). */
+  /** Labels, badges and tooltips are built on every node drawn now (an export asked: it shows them all). */
   private detailForced = false;
   private lastPlace: Placement | null = null;
   private lastGraph: StepGraph | null = null;
@@ -272,10 +272,15 @@ export class GraphView {
     });
   }
 
-  /** Build every node's labels now, whatever the zoom (the SVG and PNG exports show them). */
+  /** Build every node's labels now, whatever the zoom and the view (the SVG and PNG exports, which read the
+   * drawing right after, show them); later draws go back to labelling only what is near. */
   ensureDetail(): void {
     this.detailForced = true;
-    if (this.lastVisible && this.lastPlace) this.render(this.lastVisible, this.lastPlace, this.lastGraph);
+    try {
+      if (this.lastVisible && this.lastPlace) this.render(this.lastVisible, this.lastPlace, this.lastGraph);
+    } finally {
+      this.detailForced = false;
+    }
   }
 
   /** Draw `v` at the positions in `place`. */
