@@ -75,10 +75,11 @@ export class GraphPane {
     const v = computeVisible(g, this.choices, ghost);
     this.visible = v;
     this.place.place(v);
+    // fitted before it is drawn: the zoom it lands at decides how much of each node is built (view.ts FAR_K)
+    if (v.items.size) this.fitIfNeeded(v, false);
     this.view.selected = selected;
     this.view.render(v, this.place, g);
     this.dirty = false;
-    if (v.items.size) this.fitIfNeeded(v, false);
     if (this.metrics.firstRenderMs === null && v.items.size) this.metrics.firstRenderMs = performance.now() - this.startedAt;
     return v;
   }
@@ -119,8 +120,8 @@ export class GraphPane {
     this.place.adopt(pos);
     const g = this.hooks.graph();
     if (this.visible && g) {
-      this.view.render(this.visible, this.place, g);
       this.fitIfNeeded(this.visible, true); // every position changed: fit again unless the user moved the view
+      this.view.render(this.visible, this.place, g);
       const c = this.centred ? this.place.pos.get(this.centred) : undefined;
       if (c) this.view.centre(c);
     }
@@ -151,6 +152,7 @@ export class GraphPane {
   /** The shown graph as a standalone SVG file (download). */
   private exportSvg(): void {
     if (!this.visible) return;
+    this.view.ensureDetail();
     const text = svgDocument(this.view.svg, this.place.bounds(this.visible), this.hooks.title());
     download(new Blob([text], { type: "image/svg+xml" }), `${this.fileStem()}.svg`);
   }
@@ -158,6 +160,7 @@ export class GraphPane {
   /** The shown graph as a PNG file: the SVG export rasterised (twice its size, less where browsers refuse). */
   private async exportPng(): Promise<void> {
     if (!this.visible) return;
+    this.view.ensureDetail();
     const text = svgDocument(this.view.svg, this.place.bounds(this.visible), this.hooks.title());
     const root = new DOMParser().parseFromString(text, "image/svg+xml").documentElement;
     const w = Number(root.getAttribute("width")), hh = Number(root.getAttribute("height"));

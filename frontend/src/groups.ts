@@ -63,7 +63,9 @@ function parentOf(path: string): string | null {
 /** The group tree of a set of nodes (each node counts toward every prefix of its group path). */
 export function buildGroups(nodes: Iterable<GNode>): Map<string, GroupInfo> {
   const groups = new Map<string, GroupInfo>();
-  const ops = new Map<string, string[]>();
+  // per group, how many of each op it holds: its signature sorts the distinct ops (a few dozen), not every
+  // node's (the root holds them all: thousands of strings sorted on every draw of a big graph)
+  const ops = new Map<string, Map<string, number>>();
   const get = (path: string): GroupInfo => {
     let g = groups.get(path);
     if (!g) {
@@ -81,13 +83,16 @@ export function buildGroups(nodes: Iterable<GNode>): Map<string, GroupInfo> {
     const rel = n.op;
     while (g) {
       g.size++;
-      let list = ops.get(g.path);
-      if (!list) ops.set(g.path, (list = []));
-      list.push(rel);
+      let counts = ops.get(g.path);
+      if (!counts) ops.set(g.path, (counts = new Map()));
+      counts.set(rel, (counts.get(rel) ?? 0) + 1);
       g = g.parent !== null ? groups.get(g.parent)! : null;
     }
   }
-  for (const [path, list] of ops) groups.get(path)!.sig = `${list.length}:${list.sort().join(",")}`;
+  for (const [path, counts] of ops) {
+    const g = groups.get(path)!;
+    g.sig = `${g.size}:${[...counts].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([op, k]) => `${op}*${k}`).join(",")}`;
+  }
   return groups;
 }
 type GInfoOrNull = GroupInfo | null;

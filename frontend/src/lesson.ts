@@ -1,10 +1,21 @@
 // The lesson panel: the text of the lesson a run belongs to (its `lesson` event, sent by `rtxviz lesson`),
-// beside the graph, and the button to the next lesson: its run when the server has one, its file in an
-// exported course, else the command that starts it.
+// beside the graph, and the button to the next lesson: its run when the server has one, else it asks the
+// lesson runner to start it (`rtxviz lesson` serving the page), its file in an exported course, else the command.
 import { $, clear, h } from "./dom";
 import { EMBEDDED } from "./env";
 import { renderMarkdown } from "./markdown";
+import type { Api } from "./api";
 import type { RunList } from "./runs";
+
+const LESSON_START_WAIT_MS = 60_000; // a lesson's run starts streaming within this after the runner takes it
+
+/** Ask the server's lesson runner to run lesson `name` (POST /api/lessons/start, JSON: not a form a foreign page
+ * could send without CORS letting it). */
+export function startLesson(api: Api, name: string): Promise<Response> {
+  const headers: Record<string, string> = { "Content-Type": "application/json" };
+  if (api.token) headers.Authorization = `Bearer ${api.token}`;
+  return fetch("/api/lessons/start", { method: "POST", headers, body: JSON.stringify({ name }) });
+}
 
 export interface LessonInfo {
   name: string;
@@ -28,7 +39,7 @@ export function lessonOf(ev: unknown): LessonInfo | null {
 export class LessonPanel {
   private shown: string | null = null;
 
-  constructor(private runs: RunList) {}
+  constructor(private runs: RunList, private api: Api) {}
 
   render(lesson: LessonInfo | null): void {
     const box = $("#lesson");
@@ -57,11 +68,40 @@ export class LessonPanel {
     }
     const run = this.runs.runs.find((r) => r.name === runName);
     const btn = h("button", { type: "button", class: "lesson-next-btn" }, `next: ${next.title} ▶`);
-    btn.addEventListener("click", () => {
-      const found = this.runs.runs.find((r) => r.name === runName);
-      if (found) { this.runs.pick(found.id); return; }
-      $("#lesson-hint").textContent = `Start it with: rtxviz lesson ${next.name}`;
-    });
-    nav.append(btn, h("div", { id: "lesson-hint", class: "muted" }, run ? "" : `(not run yet: rtxviz lesson ${next.name})`));
+    btn.addEventListener("click", () => void this.next(next.name, runName));
+    nav.append(btn, h("div", { id: "lesson-hint", class: "muted" }, run ? "" : "(not run yet: the button starts it)"));
+  }
+
+  /** Open the next lesson's run, starting it first when it was not run yet: `rtxviz lesson` serves the page with
+   * a route that queues it (cli/lesson_runner.py); a server without one (rtxviz serve) answers 404, and the
+   * hint gives the command instead. */
+  private async next(name: string, runName: string): Promise<void> {
+    const hint = () => $("#lesson-hint");
+    const found = () => this.runs.runs.find((r) => r.name === runName);
+    const run = found();
+    if (run) { this.runs.pick(run.id); return; }
+    hint().textContent = "starting it…";
+    let r: Response;
+    try {
+      r = await startLesson(this.api, name);
+    } catch (e) {
+      hint().textContent = `could not ask the server to start it (${String(e)}): rtxviz lesson ${name}`;
+      return;
+    }
+    if (!r.ok) {
+      hint().textContent = r.status === 404 || r.status === 405
+        ? `This server runs no lessons (rtxviz serve). Start it with: rtxviz lesson ${name}`
+        : `the server did not start it (${r.status} ${await r.text()}): rtxviz lesson ${name}`;
+      return;
+    }
+    // its run appears in the runs list (the lobby socket) once the runner starts streaming it
+    const deadline = performance.now() + LESSON_START_WAIT_MS;
+    const poll = (): void => {
+      const got = found();
+      if (got) { this.runs.pick(got.id); return; }
+      if (performance.now() > deadline) { hint().textContent = `it did not start within ${LESSON_START_WAIT_MS / 1000} s`; return; }
+      window.setTimeout(poll, 100);
+    };
+    poll();
   }
 }

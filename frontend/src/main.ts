@@ -44,7 +44,7 @@ const search = new Search({
   graph: shown, vidOf: (key) => pane.vidOf(key), mark: (vids, filter) => pane.view.mark(vids, filter),
   go: (vid) => { inspector.select(vid); pane.centreOn(vid); },
 });
-const lesson = new LessonPanel(runs);
+const lesson = new LessonPanel(runs, api);
 
 const link = new LinkFollower(location.hash, {
   run: () => runs.current, shownStep: () => history.graph?.step ?? null,

@@ -3,13 +3,21 @@
 import { ERROR_COLOUR, gradClass, gradColor, gradWidth, fmt, textOn } from "./colors";
 import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
+import { fitTransform, type Bounds } from "./fit";
+import { drawNodeParts, newNodeEl, type PartsHolder } from "./nodeel";
 import { params } from "./env";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
 import type { GNode, Segment, StepGraph } from "./state";
 import type { Stats } from "./generated/events";
 
-interface NodeEl extends SVGGElement { _sig?: string; _pos?: string }
+interface NodeEl extends PartsHolder { _sig?: string; _pos?: string; _detail?: boolean }
+
+/** Below this zoom the view is "far": labels would be under 5 px (style.css hides them), so a node is drawn as
+ * its outline only, and its labels, badge and tooltip are built when the view comes nearer (detail on demand):
+ * an "expand all" of 2,500 nodes lands at an overview zoom, and building ~7 elements per node there was most of
+ * its time. */
+export const FAR_K = 0.35;
 interface EdgeEl extends SVGPathElement { _sig?: string }
 
 export function shapeText(shape: number[]): string {
@@ -116,8 +124,9 @@ export class GraphView {
   }
 
   private applyTransform(): void {
-    const far = this.k < 0.35;
+    const far = this.k < FAR_K;
     if (far !== this.svg.classList.contains("far")) this.svg.classList.toggle("far", far);
+    if (!far && this.lastVisible) this.detailSoon(); // what comes into view gets its labels
     this.viewport.setAttribute("transform", `translate(${this.tx.toFixed(1)},${this.ty.toFixed(1)}) scale(${this.k.toFixed(4)})`);
   }
 
@@ -167,6 +176,7 @@ export class GraphView {
   /** Highlight the search's matches and dim the rest (or hide it, `filter`); null clears the marks. Touches
    * classes only, not the drawing, so that a keystroke over thousands of nodes stays cheap. */
   mark(vids: Set<string> | null, filter: boolean): void {
+    if (vids === null && this.marked === null) return; // nothing marked, nothing to clear (every draw asks)
     this.marked = vids;
     this.filtered = filter && vids !== null;
     this.applyMarks();
@@ -187,6 +197,7 @@ export class GraphView {
   /** Mark the selection's path to the loss (`down`) and its inputs' cone (`up`); the rest is dimmed. null
    * `src` clears the marks. An edge is on a path when both its ends are (or are the selection). */
   markPaths(src: Set<string> | null, down: Set<string> | null, up: Set<string> | null): void {
+    if (src === null && this.path === null) return; // nothing marked, nothing to clear (every draw asks)
     this.path = src ? { src, down, up } : null;
     this.applyPaths();
   }
@@ -216,16 +227,67 @@ export class GraphView {
     this.setTransform(r.w / 2 - p.x * k, r.h / 2 - p.y * k, k);
   }
 
-  fit(b: { x0: number; y0: number; x1: number; y1: number }): void {
+  /** Fit the graph in view, keeping its labels readable (fit.ts). */
+  fit(b: Bounds): void {
     const r = this.screenSize();
-    const w = Math.max(1, r.w), hh = Math.max(1, r.h);
-    const k = Math.min(1.2, Math.max(0.05, Math.min((w - 40) / (b.x1 - b.x0), (hh - 64) / (b.y1 - b.y0))));
-    this.setTransform((w - (b.x1 - b.x0) * k) / 2 - b.x0 * k, 44 - b.y0 * k, k);
+    const t = fitTransform(b, r.w, r.h);
+    this.setTransform(t.tx, t.ty, t.k);
+  }
+
+  /** Labels, badges and tooltips are built on every node drawn now (an export asked: it shows them all). */
+  private detailForced = false;
+  private lastPlace: Placement | null = null;
+  private lastGraph: StepGraph | null = null;
+  private detailQueued = false;
+
+  /** Whether a node drawn now at `p` gets its labels: not when far, nor when it is more than half a screen out of
+   * view (laying out and painting the text of a few thousand nodes nobody sees was most of a live frame); an
+   * export asks for all of them. */
+  private wantsDetail(p: Pos): boolean {
+    if (this.detailForced) return true;
+    if (this.k < FAR_K) return false;
+    const r = this.screenSize();
+    const x = p.x * this.k + this.tx, y = p.y * this.k + this.ty; // the node's centre on screen
+    const mx = r.w / 2 + NODE_W * this.k, my = r.h / 2 + NODE_H * this.k;
+    return x > -mx && x < r.w + mx && y > -my && y < r.h + my;
+  }
+
+  /** The view moved or came near: the nodes it reaches that were drawn as outlines get their labels in the next
+   * frame (once per frame, however many transforms a pan or zoom sets before it). */
+  private detailSoon(): void {
+    if (this.detailQueued) return;
+    this.detailQueued = true;
+    requestAnimationFrame(() => {
+      this.detailQueued = false;
+      const v = this.lastVisible, place = this.lastPlace;
+      if (!v || !place || this.k < FAR_K) return;
+      let drawn = false;
+      for (const [vid, el] of this.nodes) {
+        if (el._detail) continue;
+        const it = v.items.get(vid), p = place.pos.get(vid);
+        if (it && p && this.wantsDetail(p)) { this.drawNode(it, p); drawn = true; }
+      }
+      if (drawn && this.marked) this.applyMarks(); // drawNode wrote the class without the marks
+      if (drawn && this.path) this.applyPaths();
+    });
+  }
+
+  /** Build every node's labels now, whatever the zoom and the view (the SVG and PNG exports, which read the
+   * drawing right after, show them); later draws go back to labelling only what is near. */
+  ensureDetail(): void {
+    this.detailForced = true;
+    try {
+      if (this.lastVisible && this.lastPlace) this.render(this.lastVisible, this.lastPlace, this.lastGraph);
+    } finally {
+      this.detailForced = false;
+    }
   }
 
   /** Draw `v` at the positions in `place`. */
   render(v: Visible, place: Placement, graph: StepGraph | null): void {
     this.lastVisible = v;
+    this.lastPlace = place;
+    this.lastGraph = graph;
     const seen = new Set<string>();
     for (const it of v.items.values()) {
       const p = place.pos.get(it.vid);
@@ -286,8 +348,7 @@ export class GraphView {
     const posKey = `${p.x},${p.y}`;
     let el = this.nodes.get(it.vid);
     if (!el) {
-      el = s("g", {}) as NodeEl;
-      el.dataset.vid = it.vid;
+      el = newNodeEl(it.vid) as NodeEl;
       this.nodeLayer.append(el);
       this.nodes.set(it.vid, el);
     }
@@ -295,38 +356,29 @@ export class GraphView {
       el.setAttribute("transform", `translate(${p.x - NODE_W / 2},${p.y - NODE_H / 2})`);
       el._pos = posKey;
     }
-    if (el._sig === sig) return;
+    const detail = this.wantsDetail(p);
+    // a node drawn with its labels keeps them when the view goes far or away (style.css hides them far out)
+    if (el._sig === sig && (el._detail || !detail)) return;
     el._sig = sig;
+    el._detail = detail;
+    // setAttribute, not the dataset's setters: thousands of new nodes at once, and these are cheaper
     el.setAttribute("class", cls);
-    el.dataset.gradClass = gc;
-    el.dataset.gradColor = colour;
-    el.dataset.kind = kind;
-    if (n) el.dataset.key = n.key; else delete el.dataset.key;
-    while (el.firstChild) el.removeChild(el.firstChild);
-    el.append(s("rect", {
-      class: "body", width: NODE_W, height: NODE_H, rx: n && n.kind !== "op" ? 20 : 6,
-      stroke: colour, "stroke-width": gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
-      "stroke-dasharray": gc === "none" ? "5 4" : null,
-    }));
-    if (it.type !== "node") el.append(s("rect", { class: "stack", x: 4, y: -4, width: NODE_W, height: NODE_H, rx: 6 }));
-    if (n?.recomputed) el.append(s("rect", { class: "rc-ring", x: -4, y: -4, width: NODE_W + 8, height: NODE_H + 8, rx: 9 }));
-    const t1 = s("text", { class: "l1", x: NODE_W / 2, y: 17 }, n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21));
-    const t2 = s("text", { class: "l2", x: NODE_W / 2, y: 33 }, clip(sub, 26));
-    if (numbers) el.dataset.numbers = "1"; else delete el.dataset.numbers;
-    const tip = n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`;
-    el.append(t1, t2, s("title", {}, tip));
-    if (badge) {
-      // above the node's top edge, so it never sits on the title
-      const bc = n?.error ? "error" : gc;
-      const bw = Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)); // numbers may need more room
-      el.append(s("rect", { class: `badge badge-${bc}`, x: NODE_W + 4 - bw, y: -15, width: bw, height: 14, rx: 7, fill: badgeColour }));
-      const txt = s("text", { class: `badge-text badge-${bc}`, x: NODE_W + 4 - bw / 2, y: -4.5 }, clip(badge, 24));
-      txt.style.fill = textOn(badgeColour); // readable on every ramp colour (dark purple to yellow)
-      el.append(txt);
-    }
-    if (it.type !== "node" && it.count) {
-      el.append(s("text", { class: "grad-count", x: 6, y: NODE_H + 12 }, computed ? `${computed}/${it.count} grads` : ""));
-    }
+    el.setAttribute("data-grad-class", gc);
+    el.setAttribute("data-grad-color", colour);
+    el.setAttribute("data-kind", kind);
+    if (n) el.setAttribute("data-key", n.key); else el.removeAttribute("data-key");
+    if (numbers) el.setAttribute("data-numbers", "1"); else if (el.hasAttribute("data-numbers")) el.removeAttribute("data-numbers");
+    const bc = n?.error ? "error" : gc;
+    drawNodeParts(el, {
+      rx: n && n.kind !== "op" ? 20 : 6, stroke: colour, strokeWidth: gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
+      dashed: gc === "none", group: it.type !== "node", recomputed: !!n?.recomputed,
+      title: n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21), sub: clip(sub, 26),
+      tip: n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`,
+      // the badge's width fits numbers; its text is readable on every ramp colour (dark purple to yellow)
+      badge: badge ? { cls: bc, text: clip(badge, 24), width: Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)),
+        fill: badgeColour, textFill: textOn(badgeColour) } : null,
+      count: it.type !== "node" && it.count ? (computed ? `${computed}/${it.count} grads` : "") : null,
+    }, detail);
   }
 
   /** `below`: the source is a checkpoint node with its recomputed column beside it; the edge runs straight down
@@ -347,10 +399,11 @@ export class GraphView {
     const rc = !!e.recompute;
     const sig = `${d}|${colour}|${w}|${gc}|${e.ghost}|${rc}`;
     let el = this.edges.get(id);
+    const fresh = !el;
     if (!el) {
-      el = s("path", { "marker-end": "url(#arrow)" }) as EdgeEl;
-      el.dataset.from = e.from;
-      el.dataset.to = e.to;
+      el = edgeTemplate().cloneNode() as EdgeEl; // with its arrowhead: one call instead of one per attribute
+      el.setAttribute("data-from", e.from);
+      el.setAttribute("data-to", e.to);
       this.edgeLayer.append(el);
       this.edges.set(id, el);
     }
@@ -360,8 +413,8 @@ export class GraphView {
     el.setAttribute("class", `edge grad-${gc}${e.ghost ? " ghost" : ""}${rc ? " recompute" : ""}`);
     el.setAttribute("stroke", colour);
     el.setAttribute("stroke-width", w.toFixed(2));
-    if (gc === "none") el.setAttribute("stroke-dasharray", "4 4"); else el.removeAttribute("stroke-dasharray");
-    el.dataset.gradClass = gc;
+    if (gc === "none") el.setAttribute("stroke-dasharray", "4 4"); else if (!fresh) el.removeAttribute("stroke-dasharray");
+    el.setAttribute("data-grad-class", gc);
   }
 
   private drawSegments(v: Visible, place: Placement, graph: StepGraph | null): void {
@@ -406,6 +459,12 @@ export class GraphView {
   nodeCount(): number {
     return this.nodes.size;
   }
+}
+
+let edgeTemplateEl: SVGPathElement | null = null;
+
+function edgeTemplate(): SVGPathElement {
+  return (edgeTemplateEl ??= s("path", { "marker-end": "url(#arrow)" }));
 }
 
 /** A segment's name as a reader takes it: checkpoint_sequential names its segments "layers[2]", which reads like

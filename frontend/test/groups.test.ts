@@ -90,3 +90,14 @@ test("ghost nodes from the previous step fill in what the new step has not reach
   assert.equal(v.items.get("model.layers.0|matmul|1")!.ghost, false);
   assert.equal(v.items.get("model.layers.0|relu|1")!.ghost, true);
 });
+
+test("signatures count each op: blocks of the same size with other op counts differ and do not fold", () => {
+  const g = new StepGraph(0, new Map());
+  const ops = [["add", "add", "mul"], ["add", "mul", "mul"], ["add", "add", "mul"], ["mul", "add", "add"]];
+  let id = 0;
+  ops.forEach((list, b) => { for (const op of list) g.apply(node(++id, op, id > 1 ? [{ node: id - 1 }] : [], `m.layers.${b}`)); });
+  const groups = buildGroups(g.nodes.values());
+  assert.notEqual(groups.get("m.layers.0")!.sig, groups.get("m.layers.1")!.sig);
+  assert.equal(groups.get("m.layers.0")!.sig, groups.get("m.layers.3")!.sig); // the same ops in another order
+  assert.equal(findFolds(groups).size, 0); // 0 | 1 | 2-3: no run of three alike
+});

@@ -1,9 +1,10 @@
 """`rtxviz lesson`: list the lessons, run one (or all) in the live page, or export them as offline HTML.
 
 ``rtxviz lesson`` lists them; ``rtxviz lesson NAME`` streams that lesson's engine run to ``--url`` (or to a
-server it starts on a free port, kept serving until Ctrl-C) and prints the page's address; ``--all`` runs every
-lesson, so the page's "next" button finds each one's run; ``--export DIR`` writes one self-contained HTML file
-per lesson (``01-neuron.html``, ...) and an ``index.html`` listing them, for a course page with no server.
+server it starts on a free port, kept serving until Ctrl-C) and prints the page's address; the server it starts
+also runs the lesson the page's "next" button asks for (lesson_runner.py); ``--all`` runs every lesson;
+``--export DIR`` writes one self-contained HTML file per lesson (``01-neuron.html``, ...) and an ``index.html``
+listing them, for a course page with no server.
 
 >>> from rtxviz.cli import build_parser
 >>> args = build_parser().parse_args(["lesson", "neuron", "--url", "http://127.0.0.1:8000"])
@@ -19,9 +20,15 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .registry import command
+
+if TYPE_CHECKING:  # the runner imports FastAPI: only `rtxviz lesson` itself pays for it
+    from ..lessons import Lesson
+    from .lesson_runner import LessonRunner
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -35,8 +42,9 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-wait", action="store_true", help="do not keep the started server running afterwards")
 
 
-def _start_server(port: int) -> tuple[str, object]:
-    """A viewer server on 127.0.0.1 in a thread (SQLite under ~/.rtxviz), and its address."""
+def _start_server(port: int, runner: LessonRunner) -> tuple[str, Any]:
+    """A viewer server on 127.0.0.1 in a thread (SQLite at $RTXVIZ_DB or under ~/.rtxviz), with the runner's route
+    for the page's "next" button, and its address."""
     import socket
 
     import uvicorn
@@ -44,7 +52,8 @@ def _start_server(port: int) -> tuple[str, object]:
     from ..store import default_db_path
     from ..web import Settings, create_app
 
-    app = create_app(db=default_db_path(), settings=Settings(allowed_hosts=["127.0.0.1", "localhost"]))
+    app = create_app(db=default_db_path(), settings=Settings(allowed_hosts=["127.0.0.1", "localhost"]),
+                     routers=[runner.router()])
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -112,15 +121,40 @@ def lesson(args: argparse.Namespace) -> int:
         print("\nrun one: rtxviz lesson NAME [--url http://127.0.0.1:8000]", file=sys.stderr)
         return 0
     chosen = lessons[lessons.index(start):] if args.all else [start]
-    url, server = (args.url, None) if args.url else _start_server(args.port)
-    for x in chosen:
-        run_lesson(x, url=url, token=args.token)
-        print(f"{x.run_name}: {url}/")
-    if server is not None and not args.no_wait:
-        print("serving the lessons; Ctrl-C stops", file=sys.stderr)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    if args.url:  # another server: the lessons are streamed to it; its page's "next" shows the command
+        for x in chosen:
+            run_lesson(x, url=args.url, token=args.token)
+            print(f"{x.run_name}: {args.url}/")
+        return 0
+    stop = threading.Event()
+    if args.no_wait:
+        stop.set()
+
+    def ready(url: str) -> None:
+        if not stop.is_set():
+            print("serving the lessons; the page's next button runs the next one; Ctrl-C stops", file=sys.stderr)
+
+    try:
+        serve_lessons(chosen, args.port, stop, ready=ready)
+    except KeyboardInterrupt:
+        pass
     return 0
+
+
+def serve_lessons(chosen: list[Lesson], port: int, stop: threading.Event,
+                  ready: Callable[[str], None] = lambda url: None) -> None:
+    """Start a server on `port` (0: a free one), run `chosen` into it, then call `ready(url)` and run the lessons
+    the page asks for until `stop` is set; the server stops with it."""
+    from ..lessons import run_lesson
+    from .lesson_runner import LessonRunner
+
+    runner = LessonRunner()
+    url, server = _start_server(port, runner)
+    try:
+        for x in chosen:
+            run_lesson(x, url=url)
+            print(f"{x.run_name}: {url}/", flush=True)
+        ready(url)
+        runner.serve(url, None, stop, ran=lambda x: print(f"{x.run_name}: {url}/", flush=True))
+    finally:
+        server.should_exit = True

@@ -14,12 +14,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
@@ -123,11 +123,13 @@ def _listen(store: Notifying, hub: Hub) -> Callable[[], None]:
 
 
 def create_app(db: str | None = None, settings: Settings | None = None, static_dir: str | Path | None = None,
-               **options: Any) -> FastAPI:
+               routers: Sequence[APIRouter] = (), **options: Any) -> FastAPI:
     """Build the server app. `db`: SQLite path (``":memory:"`` for a throwaway store) or a ``postgresql://``
     URL (several server processes may share it: each one's viewers see every one's events); `settings` or keyword
-    options (token=..., max_body_bytes=..., see `Settings`). Raises `rtxviz.store.StoreOpenError` (naming the file
-    and what to do) when the database cannot be opened, `StoreLocked` when another process writes it.
+    options (token=..., max_body_bytes=..., see `Settings`); `routers`: more routes under /api, token-checked like
+    the rest (the process that serves adds what it does itself: `rtxviz lesson`'s runner). Raises
+    `rtxviz.store.StoreOpenError` (naming the file and what to do) when the database cannot be opened,
+    `StoreLocked` when another process writes it.
 
     Store failures while serving are answered with their reason: 507 when full (a bound, or the disk), 503 when
     the database cannot be used (damaged, I/O error, connection lost), 403 when a student posts to another's run.
@@ -179,6 +181,8 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     app.include_router(ingest.router, prefix="/api", dependencies=auth)
     app.include_router(runs.router, prefix="/api", dependencies=auth)
     app.include_router(ws.router, prefix="/api")  # WebSockets check the token themselves (no headers in browsers)
+    for extra in routers:  # before the static mount at "/", which would answer every path
+        app.include_router(extra, prefix="/api", dependencies=auth)
 
     if s.cors_origins:  # closed unless origins are named
         app.add_middleware(CORSMiddleware, allow_origins=list(s.cors_origins), allow_methods=["GET", "POST"],

@@ -89,3 +89,20 @@ def fan_out_run() -> list[dict[str, Any]]:
             a = var([3.0], "a")
             (a + a).sum().backward()
     return recorded("fan-out", body)
+
+
+def small_mlp_run() -> list[dict[str, Any]]:
+    """micrograd's MLP in miniature, by scalars: two inputs, a hidden layer of two tanh neurons, one tanh output
+    neuron with a bias, its squared error against a target: 26 nodes (17 ops, 9 leaves)."""
+    def neuron(xs: list[Variable], ws: list[float], b: float | None, name: str) -> Variable:
+        terms = [x * var([w], f"{name}.w{i}") for i, (x, w) in enumerate(zip(xs, ws, strict=True))]
+        acc = terms[0] + terms[1]
+        return (acc + var([b], f"{name}.b") if b is not None else acc).tanh()
+
+    def body(run: Any) -> None:
+        with run.step(0):
+            xs = [var([2.0], "x1", requires_grad=False), var([-1.0], "x2", requires_grad=False)]
+            hidden = [neuron(xs, [0.5, -0.3], None, "h1"), neuron(xs, [-0.2, 0.4], None, "h2")]
+            out = neuron(hidden, [1.0, -1.0], 0.2, "o")
+            ((out - 1.0) * (out - 1.0)).sum().backward()
+    return recorded("small-mlp", body)

@@ -5,6 +5,9 @@ export as offline HTML files."""
 from __future__ import annotations
 
 import json
+import queue
+import threading
+import urllib.error
 import urllib.request
 
 from rtxviz.cli import main
@@ -47,7 +50,52 @@ def test_a_lesson_runs_in_the_live_page_with_its_text_and_next_button(page, serv
     page.wait_for_function("document.querySelector('#lesson-title').textContent === 'Lesson 2: The chain rule'")
     assert page.locator("#run-title").text_content() == "lesson 2: The chain rule"
     assert page.locator("#lesson-body pre.lesson-code").text_content().startswith("dL/dx = dL/dy")
-    assert page.locator("#lesson-hint").text_content() == "(not run yet: rtxviz lesson fan-out)"
+    assert page.locator("#lesson-hint").text_content() == "(not run yet: the button starts it)"
+    # this server is a plain one (no lesson runner): the next button says how to start the lesson
+    page.click(".lesson-next-btn")
+    page.wait_for_function("document.querySelector('#lesson-hint').textContent.startsWith('This server')")
+    assert page.locator("#lesson-hint").text_content() == (
+        "This server runs no lessons (rtxviz serve). Start it with: rtxviz lesson fan-out")
+
+
+def test_next_starts_the_next_lesson_in_the_page_that_rtxviz_lesson_serves(page, tmp_path, monkeypatch):
+    # point 12's last part: `rtxviz lesson neuron` serves the page and runs lesson 2 when its next button asks
+    from rtxviz.cli.lesson import serve_lessons
+    from rtxviz.lessons import find
+
+    monkeypatch.setenv("RTXVIZ_DB", str(tmp_path / "runs.db"))
+    stop, urls = threading.Event(), queue.Queue()
+    runner = threading.Thread(target=serve_lessons, args=([find("neuron")], 0, stop), kwargs={"ready": urls.put},
+                              daemon=True)
+    runner.start()
+    try:
+        url = urls.get(timeout=60)
+        names = lambda: [r["name"] for r in json.loads(urllib.request.urlopen(f"{url}/api/runs").read())]  # noqa: E731
+        assert names() == ["lesson 1: A neuron by hand"]
+        page.goto(url + "/")
+        page.wait_for_function("document.querySelector('#lesson-title').textContent === 'Lesson 1: A neuron by hand'")
+        assert page.locator("#lesson-hint").text_content() == "(not run yet: the button starts it)"
+        page.click(".lesson-next-btn")
+        page.wait_for_function("document.querySelector('#lesson-title').textContent === 'Lesson 2: The chain rule'",
+                               timeout=60_000)
+        assert page.locator("#run-title").text_content() == "lesson 2: The chain rule"
+        assert page.locator("#lesson-body pre.lesson-code").text_content().startswith("dL/dx = dL/dy")
+        # a real engine run of the lesson, drawn: its backward finished, and the server holds both runs
+        page.wait_for_function("document.querySelector('#counts').textContent.includes('backward: done')")
+        assert page.locator("g.vnode").count() > 0
+        assert sorted(names()) == ["lesson 1: A neuron by hand", "lesson 2: The chain rule"]
+        # an unknown lesson is refused by name, and nothing runs
+        req = urllib.request.Request(f"{url}/api/lessons/start", data=b'{"name": "nope"}', method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req)
+            raise AssertionError("an unknown lesson was accepted")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404 and "no lesson 'nope'" in exc.read().decode()
+    finally:
+        stop.set()
+        runner.join(30)
+    assert not runner.is_alive()
 
 
 def test_lesson_text_is_rendered_as_text(strict_page, server):

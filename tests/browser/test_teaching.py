@@ -5,7 +5,7 @@ step-through. The expected numbers are micrograd's neuron worked by hand (engine
 from __future__ import annotations
 
 from .conftest import post_events
-from .engine_runs import fan_out_run, neuron_run
+from .engine_runs import fan_out_run, neuron_run, small_mlp_run
 
 
 def node_text(page, key: str, cls: str) -> str | None:
@@ -81,3 +81,44 @@ def test_forward_step_through_shows_values_appearing_op_by_op(page, server):
     for _ in range(4):
         page.click("#teach-next")
     assert teach.locator(".teach-fwd-out").text_content() == "tanh(…) = 0.7071"
+
+
+# Every node label's size on screen: its computed font size times the scale the SVG draws it at (getScreenCTM),
+# and whether it is drawn at all (the far view hides labels).
+LABEL_PX = """() => [...document.querySelectorAll('g.vnode text.l1, g.vnode text.l2')].map(t => {
+  const px = parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a;
+  return [t.closest('g.vnode').dataset.vid, t.getAttribute('class'), px, getComputedStyle(t).display];
+})"""
+NODE_BOXES = """() => {
+  const r = e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+  const out = {};
+  for (const n of document.querySelectorAll('g.vnode')) out[n.dataset.key] = r(n.querySelector('rect.body'));
+  return [out, r(document.querySelector('svg#graph'))];
+}"""
+
+
+def test_fit_keeps_the_labels_of_a_26_node_graph_readable(page, server):
+    # defect 9's last part: fitted whole, this MLP's 26 nodes had 7 px labels; the fit stops at a readable zoom
+    # and the rest of the graph is a pan away
+    open_run(page, server, "small-mlp", small_mlp_run(), 26)
+    page.wait_for_function("document.body.dataset.layoutItems === '26'")  # the full layout landed and was fitted
+    labels = page.evaluate(LABEL_PX)
+    assert len(labels) == 2 * 26
+    assert all(display != "none" for *_, display in labels)
+    small = [(vid, cls, round(px, 1)) for vid, cls, px, _ in labels if px < (10.5 if cls == "l1" else 9)]
+    assert small == []
+    boxes, (sx0, sy0, sx1, sy1) = page.evaluate(NODE_BOXES)
+    inside = lambda b: b[0] >= sx0 and b[1] >= sy0 and b[2] <= sx1 and b[3] <= sy1  # noqa: E731
+    top = min(boxes.values(), key=lambda b: b[1])
+    assert inside(top)  # the fit starts at the graph's top
+    loss = boxes["|sum|1"]
+    if not inside(loss):  # not all of it fits at a readable size: a drag brings the loss into view
+        dx = min(0.0, sx1 - 20 - loss[2]) + max(0.0, sx0 + 20 - loss[0])
+        dy = min(0.0, sy1 - 20 - loss[3])
+        x, y = sx1 - 5, sy1 - 5  # a corner of the canvas: pressing on a node would select it, not pan
+        assert not any(b[0] <= x <= b[2] and b[1] <= y <= b[3] for b in boxes.values())
+        page.mouse.move(x, y)
+        page.mouse.down()
+        page.mouse.move(x + dx, y + dy, steps=4)
+        page.mouse.up()
+        assert inside(page.evaluate(NODE_BOXES)[0]["|sum|1"])
