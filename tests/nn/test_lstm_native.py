@@ -135,6 +135,16 @@ def test_the_native_path_is_taken_only_for_numpy_float32() -> None:
     f32 = np.zeros((2, 2), dtype=np.float32)
     assert nn_recurrent._native_lstm(f32, None, f32)
     assert not nn_recurrent._native_lstm(f32, f32.astype(np.float64))
+    assert not nn_recurrent._native_lstm(f32, np.zeros((0, 2), dtype=np.float32))
+
+
+def test_an_empty_batch_runs_forward_and_backward_in_float32() -> None:
+    lstm = nn.LSTM(3, 4).float()
+    x = Variable(np.zeros((5, 0, 3), dtype=np.float32), requires_grad=True)
+    out, (h, c) = lstm(x)
+    assert out.shape == (5, 0, 4) and h.shape == (1, 0, 4) and c.shape == (1, 0, 4)
+    (out.sum() + c.sum()).backward()
+    assert x.grad.shape == (5, 0, 3) and not np.any(lstm.weight_hh_l0.grad.numpy())
 
 
 def test_second_order_through_the_float32_layer_matches_float64() -> None:

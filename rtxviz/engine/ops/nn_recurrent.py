@@ -85,10 +85,10 @@ def _check(op: str, xw: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, w_hr: Tens
 
 def _native_lstm(*arrays: Any) -> bool:
     """Whether the compiled step kernels take these arrays: numpy float32 only (cupy's arrays never reach C;
-    float64 keeps numpy's exact ufuncs), and only where the compiled module was built (read at each call, so a
-    test can switch it off)."""
+    float64 keeps numpy's exact ufuncs), not empty (the kernels refuse zero sizes), and only where the compiled
+    module was built (read at each call, so a test can switch it off)."""
     return accel.lstm_forward_step is not None and all(
-        type(a) is np.ndarray and a.dtype == np.float32 for a in arrays if a is not None)
+        type(a) is np.ndarray and a.dtype == np.float32 and a.size > 0 for a in arrays if a is not None)
 
 
 def _lstm_forward_native(xw: Any, h0: Any, c0: Any, w_hh: Any, w_hr: Any) -> tuple[Any, Any]:
