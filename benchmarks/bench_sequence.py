@@ -12,41 +12,27 @@
     python benchmarks/bench_sequence.py [--rounds 3] [--min-time 0.5] [--only lstm_train] [--threads 2]
                                         [--torch-python /tmp/torchvenv/bin/python] [--json out.json]
 
---threads N sets the BLAS/OpenMP threads of both engines (default 2). Targets (ours / PyTorch): lstm_train <= 2.0,
+--threads N sets the BLAS/OpenMP threads of both engines; without it none is set (each engine's default, what a
+user gets). Targets (ours / PyTorch): lstm_train <= 2.0,
 mha_train <= 2.0.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
-
-
-def _take_threads(argv: list[str]) -> str:
-    """Remove `--threads N` from argv (harness.compare does not know it) and return N."""
-    if "--threads" in argv:
-        i = argv.index("--threads")
-        value = argv[i + 1]
-        del argv[i:i + 2]
-        return value
-    return os.environ.get("RTXVIZ_BENCH_THREADS", "2")
-
-
-# Before numpy loads: OpenBLAS reads its thread count once, at import.
-THREADS = _take_threads(sys.argv)
-os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = THREADS
-os.environ["RTXVIZ_BENCH_THREADS"] = THREADS
-
-import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import harness  # noqa: E402
+import harness  # noqa: E402  (standard library only: numpy is not loaded yet)
+
+if __name__ == "__main__":
+    # before numpy loads: OpenBLAS reads its thread count once, at import; without --threads nothing is set
+    harness.blas_threads_from_argv(sys.argv[1:])
+
+import numpy as np  # noqa: E402
 
 import rtxviz  # noqa: E402
 from rtxviz import Tensor, Variable, nn, optim  # noqa: E402
@@ -109,16 +95,11 @@ TARGETS = {"lstm_train": 2.0, "mha_train": 2.0}
 class _SequenceTorchWorker(harness.TorchWorker):
     """harness.TorchWorker, serving torch_sequence_workloads.py (which adds these workloads to the registry)."""
 
-    def __init__(self, python: str) -> None:
-        env = dict(os.environ, OMP_NUM_THREADS=THREADS, MKL_NUM_THREADS=THREADS, RTXVIZ_BENCH_THREADS=THREADS)
-        self.proc = subprocess.Popen([python, str(HERE / "torch_sequence_workloads.py"), "--serve"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        self.version = json.loads(self.proc.stdout.readline())["torch"]
+    script = "torch_sequence_workloads.py"
 
 
 def main(argv: list[str] | None = None) -> dict:
     harness.TorchWorker = _SequenceTorchWorker  # the harness starts its PyTorch side through this name
-    print(f"# threads per engine: {THREADS}")
     results = harness.compare(WORKLOADS, argv)
     for name, row in results.items():
         if "ratio" in row and name in TARGETS:

@@ -5,7 +5,8 @@ inputs repeats to a fraction of a percent whatever else runs.
     python benchmarks/count_instructions.py --before /path/to/old/checkout [--after .] [--calls 300]
 
 Each checkout's own .venv runs its own benchmarks/bench_engine.py workload under `valgrind --tool=callgrind`
-twice, with `--reps` and with 3 x `--reps` repetitions of the body after a warming call; imports and set-up cost
+twice, with `--reps` and with 3 x `--reps` repetitions of the body after five warming calls (the replay row
+captures its graph in the first); imports and set-up cost
 the same in both runs (a plain run first compiles the .pyc files), so the difference divided by the extra calls is
 the instructions one call costs.
 """
@@ -20,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-WORKLOADS = ["per_op/add_nograd", "per_op/add_requires_grad", "per_op/mul_sum_backward", "tiny_mlp_train"]
+WORKLOADS = ["per_op/add_nograd", "per_op/add_requires_grad", "per_op/mul_sum_backward", "tiny_mlp_train",
+             "tiny_mlp_train_modules", "tiny_mlp_train_modules_replay"]
 
 RUNNER = """
 import sys
@@ -29,8 +31,9 @@ import bench_engine
 built = bench_engine.WORKLOADS[{name!r}]["rtxviz"]()
 fn, setup = built[0], built[1]
 calls = built[2] if len(built) > 2 else 1
-if setup: setup()
-fn()
+for _ in range(5):  # warm-up: a graph-cache row captures on its first call, and caches settle
+    if setup: setup()
+    fn()
 for _ in range({reps}):
     if setup: setup()
     fn()

@@ -6,15 +6,12 @@ Runs in a Python that has torch: `python torch_sequence_workloads.py --serve`.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch_workloads import _grads_none, serve, workload
-
-torch.set_num_threads(int(os.environ.get("RTXVIZ_BENCH_THREADS", "2")))  # as bench_sequence.py asks
 
 
 @workload("lstm_train")

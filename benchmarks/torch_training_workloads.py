@@ -8,7 +8,6 @@ Runs in a Python that has torch: `python torch_training_workloads.py --serve`.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import Any
 
@@ -16,8 +15,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch_workloads import _grads_none, serve, workload
-
-torch.set_num_threads(int(os.environ.get("RTXVIZ_BENCH_THREADS", "2")))  # as bench_training.py asks
 
 
 @workload("mlp_train")

@@ -1,4 +1,5 @@
-/* rtxviz._native: the two memory passes that watching a training run adds, fused into the passes it needs.
+/* rtxviz._native: the two memory passes that watching a training run adds, fused into the passes it needs; and
+   the LSTM layer's element-wise work per time step (below: lstm_forward_step, lstm_backward_step).
 
    Why C: a watched run summarises every gradient and reports every parameter update, every step. With numpy
    that is one pass over memory per number (a dot product for a norm, a min, a max, a sum) plus a few
@@ -222,6 +223,289 @@ done:
     return result;
 }
 
+/* ---- the LSTM cell over one time step (rtxviz.engine.ops.nn_recurrent, float32 on numpy) --------------------
+
+   Why C: an LSTM layer's time loop is ~12 small ufunc calls per step on [N, H] slices (the activations, the cell
+   update, their gradients); at batch 32 and hidden 128 each call's fixed cost is as large as its arithmetic. One
+   call per step does the same element-wise work in one pass; the step's matmul stays numpy's (its BLAS).
+
+   exp and tanh are Cephes' single-precision formulas (expf: x = n·ln2 + r, a degree-6 polynomial in r, 2^n put
+   into the exponent bits; tanhf: an odd polynomial below |x| = 0.625, 1 - 2/(e^{2|x|} + 1) above), written
+   without branches so that the compiler vectorises the loops: within a few ulp of libm's (tests/nn/test_rnn.py
+   compares both with numpy's). NaN propagates; the sigmoid is 1/(1 + e^{-|x|}) or its complement, so it never
+   overflows. float32 only: float64 layers keep the numpy path.
+
+   no-trapping-math: GCC if-converts the selects below (and so vectorises the loops) only when it may evaluate
+   both sides; the results are the same IEEE operations, nothing here reads the floating-point flags. */
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+static inline float exp_f32(float x) {
+    /* x is kept within [ln FLT_MIN, 88] (2^n stays a normal float): below, e^x is FLT_MIN instead of a subnormal,
+       above, 1.65e38 instead of an overflow (the gates' sigmoid and tanh read only e^{-|x|}). NaN fails every
+       comparison and becomes the lower bound here: the result is set back to NaN below. */
+    float xc = x >= -87.336544f ? (x <= 88.0f ? x : 88.0f) : -87.336544f;
+    float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x == x ? p * scale : x;
+}
+
+static inline float sigmoid_f32(float x) {
+    float e = exp_f32(-fabsf(x)); /* in (0, 1]: no overflow on either side */
+    float s = 1.0f / (1.0f + e);
+    return x >= 0.0f ? s : (x == x ? e * s : x);
+}
+
+static inline float tanh_f32(float x) {
+    float a = fabsf(x);
+    float z = x * x;
+    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                    1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    float e = exp_f32(-2.0f * a);
+    float large = (1.0f - e) / (1.0f + e);
+    large = x < 0.0f ? -large : large;
+    return a < 0.625f ? small : large;
+}
+
+/* Step t of the forward: z = gates[t] holds h_{t-1}·W_hhᵀ (the caller's matmul); adds xw[t], writes the activated
+   gates i, f, g, o back into gates[t], c_t into out[t][:, P:] and o·tanh(c_t) into hr [N, H] (contiguous: the next
+   step's matmul reads it faster than a strided slice of out), and with `into_out` into out[t][:, :P] too (P = H,
+   no projection). c_{t-1} is out[t-1][:, P:], or c0 at t = 0. */
+MULTIVERSION static void lstm_forward_f32(float *restrict gates, const float *restrict xw, float *restrict out,
+                                          const float *restrict c0, float *restrict hr, int into_out, Py_ssize_t t,
+                                          Py_ssize_t n, Py_ssize_t hidden, Py_ssize_t p) {
+    Py_ssize_t h4 = 4 * hidden, row = p + hidden;
+    for (Py_ssize_t b = 0; b < n; b++) {
+        float *z = gates + (t * n + b) * h4;
+        const float *x = xw + (t * n + b) * h4;
+        float *c = out + (t * n + b) * row + p;
+        const float *cp = t == 0 ? c0 + b * hidden : out + ((t - 1) * n + b) * row + p;
+        float *h = hr + b * hidden;
+        for (Py_ssize_t j = 0; j < hidden; j++) {
+            float i = sigmoid_f32(z[j] + x[j]);
+            float f = sigmoid_f32(z[hidden + j] + x[hidden + j]);
+            float g = tanh_f32(z[2 * hidden + j] + x[2 * hidden + j]);
+            float o = sigmoid_f32(z[3 * hidden + j] + x[3 * hidden + j]);
+            z[j] = i;
+            z[hidden + j] = f;
+            z[2 * hidden + j] = g;
+            z[3 * hidden + j] = o;
+            float cn = f * cp[j] + i * g;
+            c[j] = cn;
+            h[j] = o * tanh_f32(cn);
+        }
+        if (into_out) memcpy(out + (t * n + b) * row, h, (size_t)hidden * sizeof(float));
+    }
+}
+
+/* Step t of the backward (back-propagation through time), from the activated gates and the cells of the forward.
+   dhr: the gradient reaching o·tanh(c_t): with `add_dy`, dh (the step's dh_t·W_hh from the caller's matmul) plus
+   dy[t][:, :H] (no projection, P = H); else dh as given (the caller projected it). dc (in place): the gradient
+   of c_t from the later steps; leaves that of c_{t-1}. Writes dz[t] = the gradient of the pre-activations. */
+MULTIVERSION static void lstm_backward_f32(const float *restrict gates, const float *restrict out,
+                                           const float *restrict c0, const float *restrict dy,
+                                           const float *restrict dh, int add_dy, float *restrict dc,
+                                           float *restrict dz, Py_ssize_t t, Py_ssize_t n, Py_ssize_t hidden,
+                                           Py_ssize_t p) {
+    Py_ssize_t h4 = 4 * hidden, row = p + hidden;
+    for (Py_ssize_t b = 0; b < n; b++) {
+        const float *a = gates + (t * n + b) * h4;
+        const float *c = out + (t * n + b) * row + p;
+        const float *cp = t == 0 ? c0 + b * hidden : out + ((t - 1) * n + b) * row + p;
+        const float *gy = dy + (t * n + b) * row;
+        const float *dhb = dh + b * (add_dy ? p : hidden);
+        float *dcb = dc + b * hidden;
+        float *d = dz + (t * n + b) * h4;
+        for (Py_ssize_t j = 0; j < hidden; j++) {
+            float i = a[j], f = a[hidden + j], g = a[2 * hidden + j], o = a[3 * hidden + j];
+            float dhr = add_dy ? dhb[j] + gy[j] : dhb[j];
+            float tc = tanh_f32(c[j]);
+            float dcn = dcb[j] + gy[p + j] + dhr * o * (1.0f - tc * tc);
+            d[j] = dcn * g * i * (1.0f - i);
+            d[hidden + j] = dcn * cp[j] * f * (1.0f - f);
+            d[2 * hidden + j] = dcn * i * (1.0f - g * g);
+            d[3 * hidden + j] = dhr * tc * o * (1.0f - o);
+            dcb[j] = dcn * f;
+        }
+    }
+}
+
+/* which: 0 exp, 1 tanh, 2 sigmoid of xs into ys (vectorised as the kernels are: what the tests compare) */
+MULTIVERSION static void lstm_math_f32(long which, const float *restrict xs, float *restrict ys, Py_ssize_t count) {
+    if (which == 0)
+        for (Py_ssize_t k = 0; k < count; k++) ys[k] = exp_f32(xs[k]);
+    else if (which == 1)
+        for (Py_ssize_t k = 0; k < count; k++) ys[k] = tanh_f32(xs[k]);
+    else
+        for (Py_ssize_t k = 0; k < count; k++) ys[k] = sigmoid_f32(xs[k]);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+/* The buffers of one call, each C-contiguous float32 of exactly `count` elements (or the call fails with the
+   name of the argument: these are internal entry points, but a wrong size must never write out of bounds). */
+static int take_f32(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t count, const char *who,
+                    const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) return 0;
+    if (float_kind(view, who) != 1) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s: %s must be float32", who, name);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    if (view->len / view->itemsize != count) {
+        PyErr_Format(PyExc_ValueError, "%s: %s has %zd elements, expected %zd", who, name,
+                     view->len / view->itemsize, count);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static int lstm_dims(PyObject *const *args, Py_ssize_t first, Py_ssize_t d[5], const char *who) {
+    for (int k = 0; k < 5; k++) {
+        d[k] = PyLong_AsSsize_t(args[first + k]);
+        if (d[k] == -1 && PyErr_Occurred()) return 0;
+    }
+    /* d = (t, steps, n, hidden, p) */
+    if (d[1] <= 0 || d[2] <= 0 || d[3] <= 0 || d[4] <= 0 || d[0] < 0 || d[0] >= d[1]) {
+        PyErr_Format(PyExc_ValueError, "%s: bad step or sizes (t=%zd, steps=%zd, n=%zd, hidden=%zd, p=%zd)", who,
+                     d[0], d[1], d[2], d[3], d[4]);
+        return 0;
+    }
+    return 1;
+}
+
+/* lstm_forward_step(gates, xw, out, c0, hr, into_out, t, steps, n, hidden, p) */
+static PyObject *lstm_forward_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    const char *who = "lstm_forward_step";
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError,
+                        "lstm_forward_step(gates, xw, out, c0, hr, into_out, t, steps, n, hidden, p)");
+        return NULL;
+    }
+    Py_ssize_t d[5];
+    if (!lstm_dims(args, 6, d, who)) return NULL;
+    Py_ssize_t t = d[0], steps = d[1], n = d[2], hidden = d[3], p = d[4];
+    int into_out = PyObject_IsTrue(args[5]);
+    if (into_out < 0) return NULL;
+    if (into_out && p != hidden) {
+        PyErr_SetString(PyExc_ValueError, "lstm_forward_step: into_out needs p == hidden (no projection)");
+        return NULL;
+    }
+    Py_buffer v[5];
+    int taken = 0;
+    PyObject *result = NULL;
+    if (!take_f32(args[0], &v[0], 1, steps * n * 4 * hidden, who, "gates")) goto done;
+    taken++;
+    if (!take_f32(args[1], &v[1], 0, steps * n * 4 * hidden, who, "xw")) goto done;
+    taken++;
+    if (!take_f32(args[2], &v[2], 1, steps * n * (p + hidden), who, "out")) goto done;
+    taken++;
+    if (!take_f32(args[3], &v[3], 0, n * hidden, who, "c0")) goto done;
+    taken++;
+    if (!take_f32(args[4], &v[4], 1, n * hidden, who, "hr")) goto done;
+    taken++;
+    lstm_forward_f32((float *)v[0].buf, (const float *)v[1].buf, (float *)v[2].buf, (const float *)v[3].buf,
+                     (float *)v[4].buf, into_out, t, n, hidden, p);
+    result = Py_NewRef(Py_None);
+done:
+    while (taken > 0) PyBuffer_Release(&v[--taken]);
+    return result;
+}
+
+/* lstm_backward_step(gates, out, c0, dy, dh, add_dy, dc, dz, t, steps, n, hidden, p) */
+static PyObject *lstm_backward_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    const char *who = "lstm_backward_step";
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError,
+                        "lstm_backward_step(gates, out, c0, dy, dh, add_dy, dc, dz, t, steps, n, hidden, p)");
+        return NULL;
+    }
+    Py_ssize_t d[5];
+    if (!lstm_dims(args, 8, d, who)) return NULL;
+    Py_ssize_t t = d[0], steps = d[1], n = d[2], hidden = d[3], p = d[4];
+    int add_dy = PyObject_IsTrue(args[5]);
+    if (add_dy < 0) return NULL;
+    if (add_dy && p != hidden) {
+        PyErr_SetString(PyExc_ValueError, "lstm_backward_step: add_dy needs p == hidden (no projection)");
+        return NULL;
+    }
+    Py_buffer v[7];
+    int taken = 0;
+    PyObject *result = NULL;
+    if (!take_f32(args[0], &v[0], 0, steps * n * 4 * hidden, who, "gates")) goto done;
+    taken++;
+    if (!take_f32(args[1], &v[1], 0, steps * n * (p + hidden), who, "out")) goto done;
+    taken++;
+    if (!take_f32(args[2], &v[2], 0, n * hidden, who, "c0")) goto done;
+    taken++;
+    if (!take_f32(args[3], &v[3], 0, steps * n * (p + hidden), who, "dy")) goto done;
+    taken++;
+    if (!take_f32(args[4], &v[4], 0, n * (add_dy ? p : hidden), who, "dh")) goto done;
+    taken++;
+    if (!take_f32(args[6], &v[5], 1, n * hidden, who, "dc")) goto done;
+    taken++;
+    if (!take_f32(args[7], &v[6], 1, steps * n * 4 * hidden, who, "dz")) goto done;
+    taken++;
+    lstm_backward_f32((const float *)v[0].buf, (const float *)v[1].buf, (const float *)v[2].buf,
+                      (const float *)v[3].buf, (const float *)v[4].buf, add_dy, (float *)v[5].buf,
+                      (float *)v[6].buf, t, n, hidden, p);
+    result = Py_NewRef(Py_None);
+done:
+    while (taken > 0) PyBuffer_Release(&v[--taken]);
+    return result;
+}
+
+/* exp_f32 / tanh_f32 / sigmoid_f32 over a float32 buffer into another of the same size (what the tests compare
+   with numpy's functions over many values). which: 0 exp, 1 tanh, 2 sigmoid. */
+static PyObject *lstm_math(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "lstm_math(which, x, out)");
+        return NULL;
+    }
+    long which = PyLong_AsLong(args[0]);
+    if (which == -1 && PyErr_Occurred()) return NULL;
+    if (which < 0 || which > 2) {
+        PyErr_Format(PyExc_ValueError, "lstm_math: which must be 0 (exp), 1 (tanh) or 2 (sigmoid), got %ld", which);
+        return NULL;
+    }
+    Py_buffer x, out;
+    if (PyObject_GetBuffer(args[1], &x, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t count = x.len / (x.itemsize ? x.itemsize : 1);
+    if (float_kind(&x, "lstm_math") != 1) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "lstm_math: float32 only");
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    if (!take_f32(args[2], &out, 1, count, "lstm_math", "out")) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    lstm_math_f32(which, (const float *)x.buf, (float *)out.buf, count);
+    result = Py_NewRef(Py_None);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&x);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"summary", summary, METH_O,
      "summary(buffer) -> (sum of squares, sum, min, max) of a C-contiguous float32/float64 buffer, in one pass.\n"
@@ -229,10 +513,19 @@ static PyMethodDef methods[] = {
     {"add_measured", (PyCFunction)(void (*)(void))add_measured, METH_FASTCALL,
      "add_measured(param, update) -> (sum of squares of param after, of update): param += update in place, in\n"
      "one pass. Both C-contiguous, the same float32/float64 format and size, not overlapping."},
+    {"lstm_forward_step", (PyCFunction)(void (*)(void))lstm_forward_step, METH_FASTCALL,
+     "lstm_forward_step(gates, xw, out, c0, hr, into_out, t, steps, n, hidden, p): step t of an LSTM layer's forward after\n"
+     "its matmul (float32; see rtxviz.engine.ops.nn_recurrent)."},
+    {"lstm_backward_step", (PyCFunction)(void (*)(void))lstm_backward_step, METH_FASTCALL,
+     "lstm_backward_step(gates, out, c0, dy, dh, add_dy, dc, dz, t, steps, n, hidden, p): step t of an LSTM\n"
+     "layer's backward through time, before its matmul (float32)."},
+    {"lstm_math", (PyCFunction)(void (*)(void))lstm_math, METH_FASTCALL,
+     "lstm_math(which, x, out): the LSTM kernels' exp (0), tanh (1) or sigmoid (2) of float32 x into out."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rtxviz._native",
-                                    "Fused memory passes for watched runs (see _native.c).", -1, methods};
+                                    "Fused memory passes for watched runs; the LSTM step kernels (see _native.c).",
+                                    -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -3,6 +3,8 @@ compiler at install) or when the environment variable ``RTXVIZ_NO_NATIVE=1`` ask
 
     summary(x)           -> (sum of squares, sum, min, max) in one pass   (rtxviz.summary)
     add_measured(p, u)   -> p += u, and (‖p‖², ‖u‖²) from the same pass  (rtxviz.optim)
+    lstm_forward_step / lstm_backward_step   one time step of an LSTM layer's element-wise work, float32
+                                             (rtxviz.engine.ops.nn_recurrent; the matmuls stay numpy's)
 
 >>> import numpy as np
 >>> from rtxviz import accel
@@ -16,10 +18,12 @@ import importlib
 import os
 from typing import Any
 
-__all__ = ["add_measured", "summary"]
+__all__ = ["add_measured", "lstm_backward_step", "lstm_forward_step", "summary"]
 
 summary: Any = None
 add_measured: Any = None
+lstm_forward_step: Any = None
+lstm_backward_step: Any = None
 
 if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
     try:
@@ -28,3 +32,6 @@ if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
         pass
     else:
         summary, add_measured = _native.summary, _native.add_measured
+        # a module built before the LSTM kernels were added has only the first two
+        lstm_forward_step = getattr(_native, "lstm_forward_step", None)
+        lstm_backward_step = getattr(_native, "lstm_backward_step", None)

@@ -18,7 +18,7 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.accel": set(),
     "rtxviz.schema": set(),
     "rtxviz.summary": {"rtxviz.accel"},
-    "rtxviz.engine": set(),
+    "rtxviz.engine": {"rtxviz.accel"},  # the optional compiled kernels (the LSTM layer's steps), which import nothing
     "rtxviz.nn": {"rtxviz.engine"},
     "rtxviz.optim": {"rtxviz.engine", "rtxviz.nn", "rtxviz.accel"},
     "rtxviz.data": {"rtxviz.engine"},

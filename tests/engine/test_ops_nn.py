@@ -471,3 +471,15 @@ def test_dropout_identity_and_edge_cases():
     assert dropout(x, 1.0).tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="dropout: probability"):
         dropout(x, 1.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (8, 1), (3, 7, 5), (1000, 3)])
+def test_mse_loss_mean_is_numpy_mean_bit_for_bit(dtype, shape) -> None:
+    """The mean reduction divides the sum by the count itself (no numpy mean() wrapper): numpy's own mean of
+    the squared differences, to the last bit."""
+    rng = np.random.default_rng(7)
+    x, t = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    ours = mse_loss(Tensor(x), Tensor(t)).numpy()
+    expected = ((x - t) ** 2).mean()
+    assert ours.dtype == dtype and ours.tobytes() == np.asarray(expected, dtype=dtype).tobytes()

@@ -147,3 +147,29 @@ def test_clip_grad_norm_does_not_touch_a_shared_gradient_array() -> None:
     expected = 1.0 / (2.0 + 1e-6)  # total norm sqrt(4) = 2
     np.testing.assert_allclose(a.grad.numpy(), [expected] * 2, rtol=1e-6)
     np.testing.assert_allclose(b.grad.numpy(), [expected] * 2, rtol=1e-6)
+
+
+def test_plain_sgd_fast_path_equals_the_general_path_bit_for_bit() -> None:
+    """SGD without momentum, weight decay or maximize skips the per-parameter `_update` (SGD._step): the same
+    parameters as the general path and as p + (-lr)·g in numpy, the same state keys, a float64 gradient of a
+    float32 parameter cast as before, and a parameter with no gradient left alone."""
+    rng = np.random.default_rng(3)
+    start = [rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32),
+             rng.standard_normal(2).astype(np.float32)]
+    grads = [rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal(3), None]
+    fast = [Parameter(Tensor(a.copy())) for a in start]
+    general = [Parameter(Tensor(a.copy())) for a in start]
+    opt_fast, opt_general = SGD(fast, lr=0.37), SGD(general, lr=0.37)
+    expected = [a.copy() for a in start]
+    for _ in range(3):
+        for params in (fast, general):
+            for p, g in zip(params, grads, strict=True):
+                p.grad = None if g is None else Variable(g.copy())
+        opt_fast.step()
+        Optimizer._step(opt_general, None)  # the general loop, through SGD._update
+        for e, g in zip(expected, grads, strict=True):
+            if g is not None:
+                e += np.float32(-0.37) * g.astype(np.float32)
+    for f, g, e in zip(fast, general, expected, strict=True):
+        assert f.numpy().tobytes() == g.numpy().tobytes() == e.tobytes()
+    assert opt_fast.state_dict()["state"].keys() == opt_general.state_dict()["state"].keys() == {0, 1}

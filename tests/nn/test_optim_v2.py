@@ -115,8 +115,9 @@ def test_adagrad_has_its_state_before_the_first_step_as_pytorch() -> None:
 
 
 @pytest.mark.parametrize("make", [lambda ps: Adagrad(ps), lambda ps: NAdam(ps), lambda ps: RAdam(ps),
-                                  lambda ps: Adam(ps, weight_decay=0.1, decoupled_weight_decay=True)],
-                         ids=["Adagrad", "NAdam", "RAdam", "Adam-decoupled"])
+                                  lambda ps: Adam(ps, weight_decay=0.1, decoupled_weight_decay=True),
+                                  lambda ps: SGD(ps, lr=0.1)],
+                         ids=["Adagrad", "NAdam", "RAdam", "Adam-decoupled", "SGD-plain"])
 def test_a_step_bumps_the_version_so_a_stale_graph_raises(make) -> None:
     rtxviz.manual_seed(0)
     model = Linear(3, 2)

@@ -220,7 +220,7 @@ def run_cached(fn: Callable, *inputs: Any, key: Any = None, params: Any = None) 
         raise GraphCacheError("run_cached: inputs must be Tensors or leaf Variables") from None
     graph, why = _CACHE.lookup(_make_key(fn, signature, key, param_ids(params)))
     if graph is not None:
-        return graph.execute(*inputs)
+        return graph._execute(inputs, True)  # lookup found its modules as they were: not checked twice
     _CACHE.counts.misses += 1
     if why is None:
         emit("miss", None, fn=getattr(fn, "__qualname__", None))

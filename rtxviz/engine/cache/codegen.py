@@ -105,16 +105,24 @@ class Codegen:
                 _, m, target = ins
                 body.append(f"s{m} = {self._leaf(target)}.grad.data")
         ret = self._output(out_tpl, out_value)
-        for k, i in ctx_line.items():  # a context no later line reads is a throwaway local
+        throwaway = False
+        for k, i in ctx_line.items():
             if k not in self.ctx_used:
-                body[i] = body[i].replace(f"c{k}", "c")
+                # a context no later line reads: one object for all of them, its attrs and state reset per op
+                # (a fresh object per op was ~3% of a small model's replay)
+                throwaway = True
+                body[i] = body[i].replace(f"c{k} = _new(_C); c{k}.", "c.").replace(f"c{k}.", "c.")
                 body[i + 1] = body[i + 1].replace(f"(c{k}, ", "(c, ")
         body = self._free_dead(body, ret)
+        if throwaway:
+            body.append("c.state = None")  # what the last op kept goes now, not at the next replay
         head = [f"i{j} = ins[{j}].data" for j in range(n_inputs)]
         head += [f"p{n} = P{n}.data" for n in range(len(cap.params))]
         head += [f"r{n} = R{n}.data" for n in range(len(cap.refs))]
         if any(ins[0] == "leaf" for ins in cap.instrs):
             head.append("_claimed = set()")  # one pass's handed-out gradient buffers (accumulate_leaf_grad)
+        if throwaway:
+            head.append("c = _new(_C)")
         src = "def _program(ins):\n" + "".join(f"    {line}\n" for line in head + body + [f"return {ret}"])
         code = compile(src, "<graph_cache program>", "exec")
         exec(code, self.ns)

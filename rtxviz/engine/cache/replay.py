@@ -122,8 +122,9 @@ class CachedGraph:
                 return True
         return False
 
-    def _fits(self, inputs: tuple) -> bool:
-        # The fast path of validation: exact shapes/dtypes of inputs and parameters, grad mode, hooks.
+    def _fits(self, inputs: tuple, modules_checked: bool = False) -> bool:
+        # The fast path of validation: exact shapes/dtypes of inputs and parameters, grad mode, hooks, and the
+        # modules (unless the caller has just checked them: run_cached's lookup does).
         sig = self._in_sig
         if len(inputs) != len(sig):
             return False
@@ -147,12 +148,13 @@ class CachedGraph:
                 return False
         if STATE.enabled is not self._grad_enabled:
             return False
-        for ref, training, version, _ in self.modules:
-            m = ref()
-            if m is None:
-                return False
-            if m.training is not training or m.structure_version != version:
-                return False
+        if not modules_checked:
+            for ref, training, version, _ in self.modules:
+                m = ref()
+                if m is None:
+                    return False
+                if m.training is not training or m.structure_version != version:
+                    return False
         return not (_hooks.ACTIVE or self._hook_ids) or active_hook_ids() == self._hook_ids
 
     def execute(self, *inputs: Any, params: Any = None) -> Any:
@@ -166,7 +168,12 @@ class CachedGraph:
             self.counts.misses += 1
             emit("miss", self, why="params")
             raise GraphCacheError("graph cache: params= are not the parameter objects this graph was captured with")
-        if not self._fits(inputs):
+        return self._execute(inputs, False)
+
+    def _execute(self, inputs: tuple, modules_checked: bool) -> Any:
+        """execute's replay after its params check; `modules_checked`: the caller (run_cached, through the
+        cache's lookup) has just found every module as it was at capture."""
+        if not self._fits(inputs, modules_checked):
             why = self._mismatch(inputs)
             if why is not None:
                 self.counts.misses += 1

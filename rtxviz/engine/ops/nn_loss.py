@@ -563,7 +563,13 @@ class MseLoss(Op):
         red = ctx.attrs["reduction"]
         if red == "none":
             return d
-        return d.mean() if red == "mean" else d.sum()
+        if red == "sum":
+            return d.sum()
+        if type(d) is np.ndarray and d.dtype.kind == "f" and d.dtype.itemsize >= 4 and 0 < d.size < 1 << 24:
+            # numpy's mean() without its Python wrapper (a few µs, a tenth of a small model's loss): the same
+            # pairwise sum, divided by the count, exact in float32 below 2^24, so the same correctly rounded bits
+            return d.sum() / d.size
+        return d.mean()
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:

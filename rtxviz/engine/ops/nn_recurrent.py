@@ -13,14 +13,22 @@ Its output is [T, N, P + H]: h_t in the first P features (P = H without a projec
 that the caller reads the outputs, h_n and c_n as slices of one value. First-order backward is one helper op,
 `lstm_layer_backward` (back-propagation through time on raw arrays, the weight gradients as one matmul over all
 timesteps); a recorded backward (create_graph) rebuilds the layer from differentiable ops and differentiates
-that, so every order is exact. `gru_layer` (xw = x·W_ihᵀ + b_ih [T, N, 3H], b_hh its own input since r
-multiplies the n gate's hidden part) and `rnn_layer` (tanh or relu) follow the same pattern.
+that, so every order is exact. On numpy float32 arrays, and where the compiled module is there
+(`rtxviz.accel`), each time step's element-wise work (the activations and the cell update, and their gradients)
+is one call into C instead of ~12 ufunc calls on [N, H] slices; the matmuls stay numpy's. float64, cupy and
+``RTXVIZ_NO_NATIVE=1`` take the ufunc path (tests/nn/test_lstm_native.py compares the two).
+
+`gru_layer` (xw = x·W_ihᵀ + b_ih [T, N, 3H], b_hh its own input since r multiplies the n gate's hidden part)
+and `rnn_layer` (tanh or relu) follow the same pattern.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ... import accel
 from ..backward import grad
 from ..device import xp_of
 from ..errors import GraphError, ShapeError
@@ -75,6 +83,69 @@ def _check(op: str, xw: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, w_hr: Tens
                          f"{c0.shape}")
 
 
+def _native_lstm(*arrays: Any) -> bool:
+    """Whether the compiled step kernels take these arrays: numpy float32 only (cupy's arrays never reach C;
+    float64 keeps numpy's exact ufuncs), not empty (the kernels refuse zero sizes), and only where the compiled
+    module was built (read at each call, so a test can switch it off)."""
+    return accel.lstm_forward_step is not None and all(
+        type(a) is np.ndarray and a.dtype == np.float32 and a.size > 0 for a in arrays if a is not None)
+
+
+def _lstm_forward_native(xw: Any, h0: Any, c0: Any, w_hh: Any, w_hr: Any) -> tuple[Any, Any]:
+    """LSTMLayer.forward's time loop with one C call per step after its matmul: (out, gates)."""
+    steps, n, h4 = xw.shape
+    hidden = h4 // 4
+    p = w_hh.shape[1]
+    xw = np.ascontiguousarray(xw)
+    c0 = np.ascontiguousarray(c0)
+    out = np.empty((steps, n, p + hidden), dtype=np.float32)
+    gates = np.empty_like(xw)
+    w_t = np.ascontiguousarray(w_hh.T)
+    w_r = None if w_hr is None else np.ascontiguousarray(w_hr.T)
+    # o·tanh(c) of the step (before the projection), contiguous: the next step's matmul reads it ~1.5x faster
+    # than the strided slice of out that the kernel also writes it to
+    hr = np.empty((n, hidden), dtype=np.float32)
+    step = accel.lstm_forward_step
+    h = h0
+    for t in range(steps):
+        np.matmul(h, w_t, out=gates[t])
+        step(gates, xw, out, c0, hr, w_r is None, t, steps, n, hidden, p)
+        if w_r is None:
+            h = hr
+        else:
+            h = out[t, :, :p]
+            np.matmul(hr, w_r, out=h)
+    return out, gates
+
+
+def _lstm_backward_native(g: Any, c0: Any, w_hh: Any, w_hr: Any, y: Any, gates: Any, dz_all: Any
+                          ) -> tuple[Any, Any, Any]:
+    """LSTMLayerBackward's time loop, one C call per step before its matmul: fills dz_all [T, N, 4H]; returns
+    (dh0, dc0, the gradient of every step's h before the projection or None without one)."""
+    steps, n, h4 = gates.shape
+    hidden = h4 // 4
+    p = w_hh.shape[1]
+    g = np.ascontiguousarray(g)
+    c0 = np.ascontiguousarray(c0)
+    step = accel.lstm_backward_step
+    dh = np.zeros((n, p), dtype=np.float32)
+    dc = np.zeros((n, hidden), dtype=np.float32)
+    dh_all = None
+    if w_hr is None:
+        for t in range(steps - 1, -1, -1):
+            step(gates, y, c0, g, dh, True, dc, dz_all, t, steps, n, hidden, p)
+            np.matmul(dz_all[t], w_hh, out=dh)
+    else:
+        dh_all = np.empty((steps, n, p), dtype=np.float32)
+        dhr = np.empty((n, hidden), dtype=np.float32)
+        for t in range(steps - 1, -1, -1):
+            np.add(dh, g[t, :, :p], out=dh_all[t])
+            np.matmul(dh_all[t], w_hr, out=dhr)
+            step(gates, y, c0, g, dhr, False, dc, dz_all, t, steps, n, hidden, p)
+            np.matmul(dz_all[t], w_hh, out=dh)
+    return dh, dc, dh_all
+
+
 class LSTMLayer(Op):
     """Inputs (xw [T, N, 4H], h0 [N, P], c0 [N, H], w_hh [4H, P][, w_hr [P, H]]); output [T, N, P + H]."""
 
@@ -93,6 +164,9 @@ class LSTMLayer(Op):
 
     @staticmethod
     def forward(ctx: Any, xw: Any, h0: Any, c0: Any, w_hh: Any, w_hr: Any = None) -> Any:
+        if _native_lstm(xw, h0, c0, w_hh, w_hr):
+            out, ctx.state = _lstm_forward_native(xw, h0, c0, w_hh, w_hr)
+            return out
         xp = xp_of(xw)
         steps, n, h4 = xw.shape
         hidden = h4 // 4
@@ -173,7 +247,6 @@ class LSTMLayerBackward(Op):
         hidden = h4 // 4
         p = w_hh.shape[1]
         g4 = gates.reshape(steps, n, 4, hidden)
-        i, f, gg, o = g4[:, :, 0], g4[:, :, 1], g4[:, :, 2], g4[:, :, 3]
         c_all = y[:, :, p:]
         # The result, flat, in the order of the inputs: dxw, dh0, dc0, dW_hh[, dW_hr]; its pieces are written in
         # place (no concatenation at the end).
@@ -183,51 +256,11 @@ class LSTMLayerBackward(Op):
         for size in sizes:
             offsets.append(offsets[-1] + size)
         dz_all = flat[:offsets[1]].reshape(steps, n, 4, hidden)
-        # Everything but the incoming gradients, for all steps at once, into preallocated buffers (fresh large
-        # temporaries cost a page fault per page): dz = dc·a[0:3] (i, f, g) and dhr·a[3] (o), dc += dhr·b, with
-        # dhr the gradient of o·tanh(c).
-        a = xp.empty_like(g4)
-        tc = xp.tanh(c_all)
-        tmp = xp.empty_like(tc)
-        xp.subtract(1, i, out=tmp)
-        tmp *= i
-        xp.multiply(tmp, gg, out=a[:, :, 0])
-        xp.subtract(1, f, out=tmp)
-        tmp *= f
-        xp.multiply(tmp[1:], c_all[:-1], out=a[1:, :, 1])
-        xp.multiply(tmp[0], c0, out=a[0, :, 1])
-        xp.multiply(gg, gg, out=tmp)
-        xp.subtract(1, tmp, out=tmp)
-        xp.multiply(tmp, i, out=a[:, :, 2])
-        xp.subtract(1, o, out=tmp)
-        tmp *= o
-        xp.multiply(tmp, tc, out=a[:, :, 3])
-        b = tmp
-        xp.multiply(tc, tc, out=b)
-        xp.subtract(1, b, out=b)
-        b *= o
-        g_c = g[:, :, p:]
-        c_grad_at = g_c.reshape(steps, -1).any(axis=1).tolist()  # usually only c_n's step, or none
-        dh_all: Any = xp.empty((steps, n, p), dtype=g.dtype) if w_hr is not None else None
-        dh = xp.zeros((n, p), dtype=g.dtype)
-        dc = xp.zeros((n, hidden), dtype=g.dtype)
-        scratch = xp.empty((n, hidden), dtype=g.dtype)
-        for t in range(steps - 1, -1, -1):
-            dh += g[t, :, :p]
-            if w_hr is not None:
-                dh_all[t] = dh
-                dhr = dh @ w_hr
-            else:
-                dhr = dh
-            xp.multiply(dhr, b[t], out=scratch)
-            dc += scratch
-            if c_grad_at[t]:
-                dc += g_c[t]
-            dz = dz_all[t]
-            xp.multiply(dc[:, None, :], a[t, :, :3], out=dz[:, :3])
-            xp.multiply(dhr, a[t, :, 3], out=dz[:, 3])
-            dc *= f[t]
-            dh = dz.reshape(n, h4) @ w_hh
+        if _native_lstm(g, h0, c0, w_hh, w_hr, y, gates):
+            dh, dc, dh_all = _lstm_backward_native(g, c0, w_hh, w_hr, y, gates, dz_all.reshape(steps, n, h4))
+            tc = xp.tanh(c_all) if w_hr is not None else None  # for dW_hr below
+        else:
+            dh, dc, tc, dh_all = _lstm_backward_numpy(g, c0, w_hr, g4, c_all, dz_all, w_hh)
         flat[offsets[1]:offsets[2]] = dh.ravel()
         flat[offsets[2]:offsets[3]] = dc.ravel()
         # weight gradients as one matmul over all timesteps: Σ_t dz_tᵀ·h_{t-1}
@@ -236,7 +269,7 @@ class LSTMLayerBackward(Op):
         xp.matmul(dz_flat[n:].T, y[:-1, :, :p].reshape((steps - 1) * n, p), out=dw_hh)
         dw_hh += dz_flat[:n].T @ h0
         if w_hr is not None:
-            hr = tc * o
+            hr = tc * g4[:, :, 3]  # o·tanh(c), what W_hr multiplied
             xp.matmul(dh_all.reshape(steps * n, p).T, hr.reshape(steps * n, hidden),
                       out=flat[offsets[4]:offsets[5]].reshape(p, hidden))
         return flat
@@ -244,6 +277,63 @@ class LSTMLayerBackward(Op):
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
         raise GraphError("lstm_layer_backward: internal first-order helper, not differentiated")
+
+
+def _lstm_backward_numpy(g: Any, c0: Any, w_hr: Any, g4: Any, c_all: Any, dz_all: Any, w_hh: Any
+                         ) -> tuple[Any, Any, Any, Any]:
+    """LSTMLayerBackward's time loop in ufuncs (float64, cupy, no compiled module): fills dz_all [T, N, 4, H];
+    returns (dh0, dc0, tanh of every c, the gradient of every step's h before the projection or None)."""
+    xp = xp_of(g)
+    steps, n, _, hidden = g4.shape
+    h4 = 4 * hidden
+    p = g.shape[2] - hidden
+    i, f, gg, o = g4[:, :, 0], g4[:, :, 1], g4[:, :, 2], g4[:, :, 3]
+    # Everything but the incoming gradients, for all steps at once, into preallocated buffers (fresh large
+    # temporaries cost a page fault per page): dz = dc·a[0:3] (i, f, g) and dhr·a[3] (o), dc += dhr·b, with
+    # dhr the gradient of o·tanh(c).
+    a = xp.empty_like(g4)
+    tc = xp.tanh(c_all)
+    tmp = xp.empty_like(tc)
+    xp.subtract(1, i, out=tmp)
+    tmp *= i
+    xp.multiply(tmp, gg, out=a[:, :, 0])
+    xp.subtract(1, f, out=tmp)
+    tmp *= f
+    xp.multiply(tmp[1:], c_all[:-1], out=a[1:, :, 1])
+    xp.multiply(tmp[0], c0, out=a[0, :, 1])
+    xp.multiply(gg, gg, out=tmp)
+    xp.subtract(1, tmp, out=tmp)
+    xp.multiply(tmp, i, out=a[:, :, 2])
+    xp.subtract(1, o, out=tmp)
+    tmp *= o
+    xp.multiply(tmp, tc, out=a[:, :, 3])
+    b = tmp
+    xp.multiply(tc, tc, out=b)
+    xp.subtract(1, b, out=b)
+    b *= o
+    g_c = g[:, :, p:]
+    c_grad_at = g_c.reshape(steps, -1).any(axis=1).tolist()  # usually only c_n's step, or none
+    dh_all: Any = xp.empty((steps, n, p), dtype=g.dtype) if w_hr is not None else None
+    dh = xp.zeros((n, p), dtype=g.dtype)
+    dc = xp.zeros((n, hidden), dtype=g.dtype)
+    scratch = xp.empty((n, hidden), dtype=g.dtype)
+    for t in range(steps - 1, -1, -1):
+        dh += g[t, :, :p]
+        if w_hr is not None:
+            dh_all[t] = dh
+            dhr = dh @ w_hr
+        else:
+            dhr = dh
+        xp.multiply(dhr, b[t], out=scratch)
+        dc += scratch
+        if c_grad_at[t]:
+            dc += g_c[t]
+        dz = dz_all[t]
+        xp.multiply(dc[:, None, :], a[t, :, :3], out=dz[:, :3])
+        xp.multiply(dhr, a[t, :, 3], out=dz[:, 3])
+        dc *= f[t]
+        dh = dz.reshape(n, h4) @ w_hh
+    return dh, dc, tc, dh_all
 
 
 def lstm_layer_composite(xw: Any, h0: Any, c0: Any, w_hh: Any, w_hr: Any = None) -> Any:
