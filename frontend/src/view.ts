@@ -129,6 +129,7 @@ export class GraphView {
     this.markSvg.append(this.markViewport);
     this.markSvg.style.display = "none";
     container.append(this.svg, this.markSvg);
+    this.screenSize(); // measured now, while the drawing is empty, then kept by the observer (see screenSize)
     this.applyTransform();
     this.attachPanZoom();
     this.nodeLayer.addEventListener("click", (e) => {
@@ -262,9 +263,14 @@ export class GraphView {
     this.applyPaths();
   }
 
+  /** Elements carry path classes (so clearing them must visit them; with none, a render skips the loop). */
+  private pathMarked = false;
+
   private applyPaths(): void {
     const p = this.path;
     this.svg.classList.toggle("pathing", p !== null);
+    if (!p && !this.pathMarked) return;
+    this.pathMarked = p !== null;
     const inDown = (v: string) => !!p && (p.down?.has(v) ?? false);
     const inUp = (v: string) => !!p && (p.up?.has(v) ?? false);
     for (const [vid, el] of this.nodes) {
