@@ -290,3 +290,46 @@ def test_shapes_on_edges_off_by_default_for_a_big_graph(page, server):
         for b in labels[i + 1:200]:
             assert not (a["x0"] < b["x1"] and b["x0"] < a["x1"] and a["y0"] < b["y1"] and b["y0"] < a["y1"])
     assert page.errors == []
+
+
+# -- what a keystroke and a pan cost the drawing (the speed targets are measured by benchmarks/bench_frontend.py;
+# these check the mechanisms behind them) --------------------------------------------------------------------------
+WATCH = """() => { window.__mut = []; const svg = document.querySelector('svg#graph');
+  window.__obs = new MutationObserver(ms => { for (const m of ms) window.__mut.push(
+    [m.type, m.target === svg ? 'svg' : (m.target.id || m.target.getAttribute('class') || m.target.tagName),
+     m.attributeName]); });
+  window.__obs.observe(svg, {subtree: true, attributes: true, childList: true, characterData: true}); }"""
+TAKE = "() => { window.__obs.takeRecords().forEach(m => window.__mut.push([m.type, '?', m.attributeName]));" \
+       " window.__obs.disconnect(); return window.__mut; }"
+
+
+def test_a_search_keystroke_changes_nothing_in_the_drawing(page, server):
+    open_big(page, server)
+    page.evaluate(WATCH)
+    for q in ("l", "la", "layers.2", "layers.2.mlp"):
+        page.fill("#search", q)
+        page.wait_for_function("document.querySelector('#search-count').dataset.count !== ''")
+    page.wait_for_function("+document.querySelector('svg#marks').dataset.matches > 0")
+    muts = page.evaluate(TAKE)
+    # the search's look is in the overlay: the big drawing saw only its root's "searching" class, once
+    assert muts == [["attributes", "svg", "class"]], muts[:10]
+    n = int(page.locator("svg#marks").get_attribute("data-matches"))
+    assert n == int(page.locator("#search-count").get_attribute("data-count"))
+    assert page.errors == []
+
+
+def test_a_pan_changes_only_the_viewport_transform_and_far_out_drops_arrowheads(page, server):
+    open_big(page, server)
+    page.wait_for_selector("body[data-layouts]")
+    page.wait_for_timeout(100)
+    page.evaluate(WATCH)
+    page.evaluate("""() => { const v = window.__rtxviz.view;
+      for (let i = 0; i < 20; i++) v.setTransform(v.tx + 7, v.ty - 5, v.k); }""")
+    muts = page.evaluate(TAKE)
+    assert muts and all(m == ["attributes", "viewport", "transform"] for m in muts), muts[:10]
+    marker = "() => getComputedStyle(document.querySelector('path.edge')).markerEnd"
+    page.evaluate("(() => { const v = window.__rtxviz.view; v.setTransform(v.tx, v.ty, 1); })()")
+    assert page.evaluate(marker) == 'url("#arrow")'
+    page.evaluate("(() => { const v = window.__rtxviz.view; v.setTransform(v.tx, v.ty, 0.2); })()")
+    assert page.evaluate(marker) == "none"
+    assert page.errors == []
