@@ -59,6 +59,12 @@ TIMED = """(sel) => new Promise(done => {
 })"""
 
 
+def _cpu_s(cdp) -> float:
+    """The page's renderer process CPU time so far (s), all its threads (main, raster, compositor, workers): on a
+    loaded machine, wall-clock figures grow with the load and this one far less, so both are reported."""
+    return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "ProcessTime")
+
+
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
@@ -126,6 +132,9 @@ def bench_big(browser, url: str, budget: int, run: str = "big") -> dict:
     last = int(json.loads(urllib.request.urlopen(f"{url}/api/runs/{run}").read())["n_events"])
     page.goto(f"{url}/?run={run}&budget={budget}")
     page.wait_for_function(f"window.__rtxviz && window.__rtxviz.metrics.drawnSeq >= {last}", timeout=30_000)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    cpu_first = _cpu_s(cdp)  # the renderer started with this navigation: its CPU time is what the load cost
     log = page.evaluate("window.__rtxviz.metrics.drawLog")
     first = next(t for t, seq in log if seq >= last)
     total = int(page.locator("#counts").get_attribute("data-total"))
@@ -133,6 +142,8 @@ def bench_big(browser, url: str, budget: int, run: str = "big") -> dict:
     edges = page.evaluate("document.querySelectorAll('path.edge').length")
     # what a person sees on opening the run (before the panning below moves the view away)
     page.screenshot(path=str(ROOT / "test-artifacts" / f"bench-{run}-budget{budget}.png"))
+    page.wait_for_timeout(500)  # the frame after the draw (its style, layout and paint) is not part of the pan
+    cpu0 = _cpu_s(cdp)
     fps = page.evaluate("""() => new Promise(done => {
         const app = window.__rtxviz, v = app.view; const k = v.k; let n = 0; const t0 = performance.now();
         function tick(now) {
@@ -142,9 +153,15 @@ def bench_big(browser, url: str, budget: int, run: str = "big") -> dict:
         }
         requestAnimationFrame(tick);
     })""")
+    pan_cpu = _cpu_s(cdp) - cpu0
     page.close()
+    frames = fps * 3.0
     return {"budget": budget, "graph_nodes": total, "drawn_nodes": shown, "drawn_edges": edges,
-            "first_render_ms": round(first), "pan_fps": round(fps, 1)}
+            "first_render_ms": round(first), "pan_fps": round(fps, 1),
+            # renderer CPU until the last event was drawn, and per pan frame; the fps that CPU time allows (at most
+            # the display's 60) if the renderer had a core to itself
+            "first_render_cpu_ms": round(cpu_first * 1000), "pan_cpu_ms_per_frame": round(pan_cpu * 1000 / frames, 2),
+            "pan_fps_cpu_bound": round(min(60.0, frames / pan_cpu), 1) if pan_cpu > 0 else None}
 
 
 def bench_expand(browser, url: str, how: str) -> dict:
@@ -187,9 +204,13 @@ def bench_search(browser, url: str, query: str = "layers.17.mlp") -> dict:
     page.wait_for_timeout(3000)
     layouts_after = int(page.evaluate("document.body.dataset.layouts"))
     drawn = page.evaluate("document.querySelectorAll('g.vnode').length")
-    times, counts, handler = [], [], []
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    times, counts, handler, cpu = [], [], [], []
     for i in range(1, len(query) + 1):
+        c0 = _cpu_s(cdp)
         ms, n, js = page.evaluate(KEYSTROKE, query[:i])
+        cpu.append((_cpu_s(cdp) - c0) * 1000)
         times.append(ms)
         counts.append(n)
         handler.append(js)
@@ -199,7 +220,10 @@ def bench_search(browser, url: str, query: str = "layers.17.mlp") -> dict:
             "keystroke_p50_ms": round(_pct(times, 0.5), 1), "keystroke_max_ms": round(max(times), 1),
             "per_keystroke_ms": [round(x, 1) for x in times],
             # of which the input handler (matching and setting the classes); the rest is the browser's frame
-            "handler_ms": [round(x, 1) for x in handler]}
+            "handler_ms": [round(x, 1) for x in handler],
+            # the renderer's CPU per keystroke (matching, marks, restyle, raster), the load's waiting left out
+            "cpu_ms": [round(x, 1) for x in cpu], "cpu_p50_ms": round(_pct(cpu, 0.5), 1),
+            "cpu_max_ms": round(max(cpu), 1)}
 
 
 def bench_burst(browser, url: str, n: int = 13_000) -> dict:

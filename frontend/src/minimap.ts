@@ -1,7 +1,8 @@
 // The minimap: an overview of the whole visible graph in a corner of the canvas, with the viewport's rectangle;
 // a click or a drag on it moves the view there. Drawn from the placement's positions onto a canvas (one
-// rectangle per item, no second SVG): the overview is drawn again only when the items or their positions change,
-// and a pan or zoom only redraws the viewport's rectangle over the cached overview, once per frame.
+// rectangle per item, no second SVG), again only when the items or their positions change. The viewport's
+// rectangle is a box over the canvas moved by a CSS transform on its own compositing layer: a pan frame changes
+// one transform there (no canvas redrawn, no style or layout), once per animation frame.
 import { gradColor } from "./colors";
 import { h } from "./dom";
 import type { Visible } from "./groups";
@@ -29,8 +30,12 @@ export interface MinimapHooks {
 }
 
 export class Minimap {
+  /** The minimap's box: the overview canvas and the viewport's rectangle over it. */
+  readonly box: HTMLElement;
   readonly canvas: HTMLCanvasElement;
-  private readonly overview: HTMLCanvasElement;
+  private readonly view: HTMLElement;
+  /** The rectangle's size last set (a pan changes only its position). */
+  private viewSize = "";
   private fit: { k: number; ox: number; oy: number } | null = null;
   private frame = 0;
   /** Items drawn in the overview (the browser tests read it). */
@@ -38,15 +43,16 @@ export class Minimap {
 
   constructor(container: HTMLElement, private hooks: MinimapHooks) {
     const ratio = Math.max(1, Math.min(2, window.devicePixelRatio || 1));
-    this.canvas = h("canvas", { id: "minimap", class: "minimap", width: W * ratio, height: H * ratio,
-      title: "overview: click or drag to move the view", "aria-label": "graph overview" });
+    this.canvas = h("canvas", { class: "minimap-canvas", width: W * ratio, height: H * ratio });
     this.canvas.style.width = `${W}px`;
     this.canvas.style.height = `${H}px`;
-    this.canvas.hidden = true;
-    this.overview = document.createElement("canvas");
-    this.overview.width = this.canvas.width;
-    this.overview.height = this.canvas.height;
-    container.append(this.canvas);
+    this.view = h("div", { class: "minimap-view" });
+    this.box = h("div", { id: "minimap", class: "minimap", title: "overview: click or drag to move the view",
+      "aria-label": "graph overview" }, this.canvas, this.view);
+    this.box.style.width = `${W}px`;
+    this.box.style.height = `${H}px`;
+    this.box.hidden = true;
+    container.append(this.box);
     this.attachPointer();
   }
 
@@ -62,15 +68,15 @@ export class Minimap {
 
   private draw(v: Visible | null, pos: Map<string, Pos>, bounds: { x0: number; y0: number; x1: number; y1: number } | null): void {
     const show = !!v && !!bounds && v.items.size >= MINIMAP_MIN_ITEMS;
-    this.canvas.hidden = !show;
-    this.canvas.dataset.items = show ? String(v!.items.size) : "0";
+    this.box.hidden = !show;
+    this.box.dataset.items = show ? String(v!.items.size) : "0";
     if (!show) { this.fit = null; this.drawnItems = 0; return; }
     const ratio = this.canvas.width / W;
     this.fit = minimapScale(bounds!);
     const { k, ox, oy } = this.fit;
-    const ctx = this.overview.getContext("2d")!;
+    const ctx = this.canvas.getContext("2d")!;
     ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.clearRect(0, 0, this.overview.width, this.overview.height);
+    ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.fillStyle = "#ffffff";
     ctx.fillRect(0, 0, W, H);
@@ -107,18 +113,13 @@ export class Minimap {
   private drawViewport(): void {
     const r = this.viewportRect();
     if (!r) return;
-    const ratio = this.canvas.width / W;
-    const ctx = this.canvas.getContext("2d")!;
-    ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
-    ctx.drawImage(this.overview, 0, 0);
-    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-    ctx.fillStyle = "rgba(37,99,235,0.12)";
-    ctx.strokeStyle = "#2563eb";
-    ctx.lineWidth = 1.5;
-    ctx.fillRect(r.x, r.y, r.w, r.h);
-    ctx.strokeRect(r.x, r.y, r.w, r.h);
-    this.canvas.dataset.viewport = [r.x, r.y, r.w, r.h].map((x) => x.toFixed(1)).join(",");
+    const size = `${r.w.toFixed(2)},${r.h.toFixed(2)}`;
+    if (size !== this.viewSize) { // a zoom: a new size (a pan keeps it, and moves the box on the compositor)
+      this.viewSize = size;
+      this.view.style.width = `${r.w.toFixed(2)}px`;
+      this.view.style.height = `${r.h.toFixed(2)}px`;
+    }
+    this.view.style.transform = `translate(${r.x.toFixed(2)}px,${r.y.toFixed(2)}px)`;
   }
 
   /** A minimap point (CSS px of the canvas) as a point of the drawing. */
@@ -130,20 +131,21 @@ export class Minimap {
   private attachPointer(): void {
     let dragging = false;
     const go = (e: PointerEvent) => {
-      const r = this.canvas.getBoundingClientRect();
+      const r = this.box.getBoundingClientRect();
       const p = this.toDrawing(e.clientX - r.left, e.clientY - r.top);
       if (p) { this.hooks.centreAt(p); this.drawViewport(); }
     };
-    this.canvas.addEventListener("pointerdown", (e) => {
+    const box = this.box;
+    box.addEventListener("pointerdown", (e) => {
       e.stopPropagation(); // not a pan of the graph beneath
       dragging = true;
-      this.canvas.setPointerCapture(e.pointerId);
+      box.setPointerCapture(e.pointerId);
       go(e);
     });
-    this.canvas.addEventListener("pointermove", (e) => { if (dragging) go(e); });
+    box.addEventListener("pointermove", (e) => { if (dragging) go(e); });
     const end = () => { dragging = false; };
-    this.canvas.addEventListener("pointerup", end);
-    this.canvas.addEventListener("pointercancel", end);
-    this.canvas.addEventListener("wheel", (e) => e.stopPropagation());
+    box.addEventListener("pointerup", end);
+    box.addEventListener("pointercancel", end);
+    box.addEventListener("wheel", (e) => e.stopPropagation());
   }
 }

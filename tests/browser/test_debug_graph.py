@@ -74,7 +74,7 @@ def test_minimap_overview_viewport_click_drag_and_follow(page, server):
     my = oy + (pos[vid][1] + NODE_H / 2) * k
     # pixels: the node is drawn at its place (its colour, not the blank margin beside the graph's bounds)
     def pixel(x, y):
-        return page.evaluate("""([x, y]) => { const c = document.querySelector('#minimap'); const s = c.width / 200;
+        return page.evaluate("""([x, y]) => { const c = document.querySelector('#minimap canvas'); const s = c.width / 200;
           return [...c.getContext('2d').getImageData(Math.round(x * s), Math.round(y * s), 1, 1).data]; }""", [x, y])
     margin = (ox / 2, my) if ox > 8 else (mx, oy / 2)
     assert ox > 8 or oy > 8  # the graph does not fill both ways: there is a margin to compare with
@@ -84,14 +84,16 @@ def test_minimap_overview_viewport_click_drag_and_follow(page, server):
     page.mouse.click(box["x"] + mx, box["y"] + my)
     assert centre_offset(page, vid) < NODE_H  # within the minimap's resolution of a node (under 1 px there)
     # the viewport's rectangle, re-derived from the view's transform and the canvas size
-    def rect():
-        return [float(x) for x in page.locator("#minimap").get_attribute("data-viewport").split(",")]
+    def rect():  # where the browser shows the rectangle, relative to the minimap's box
+        return page.evaluate("""() => { const b = document.querySelector('#minimap').getBoundingClientRect();
+          const r = document.querySelector('#minimap .minimap-view').getBoundingClientRect();
+          return [r.left - b.left, r.top - b.top, r.width, r.height]; }""")
     t = page.evaluate("(() => { const v = window.__rtxviz.view; return [v.tx, v.ty, v.k]; })()")
     sw, sh = page.evaluate("(() => { const r = document.querySelector('svg#graph').getBoundingClientRect();"
                            " return [r.width, r.height]; })()")
     page.wait_for_timeout(50)
     want = [ox + (-t[0] / t[2]) * k, oy + (-t[1] / t[2]) * k, sw / t[2] * k, sh / t[2] * k]
-    assert all(math.isclose(a, b, abs_tol=0.2) for a, b in zip(rect(), want, strict=True))
+    assert all(math.isclose(a, b, abs_tol=0.2) for a, b in zip(rect(), want, strict=True)), (rect(), want)
     # the rectangle's centre is the clicked point
     r = rect()
     assert math.hypot(r[0] + r[2] / 2 - mx, r[1] + r[3] / 2 - my) < 1
