@@ -74,7 +74,8 @@ def test_minimap_overview_viewport_click_drag_and_follow(page, server):
     my = oy + (pos[vid][1] + NODE_H / 2) * k
     # pixels: the node is drawn at its place (its colour, not the blank margin beside the graph's bounds)
     def pixel(x, y):
-        return page.evaluate("""([x, y]) => { const c = document.querySelector('#minimap canvas'); const s = c.width / 200;
+        return page.evaluate("""([x, y]) => {
+          const c = document.querySelector('#minimap canvas'); const s = c.width / 200;
           return [...c.getContext('2d').getImageData(Math.round(x * s), Math.round(y * s), 1, 1).data]; }""", [x, y])
     margin = (ox / 2, my) if ox > 8 else (mx, oy / 2)
     assert ox > 8 or oy > 8  # the graph does not fill both ways: there is a margin to compare with
