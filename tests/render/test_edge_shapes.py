@@ -45,3 +45,23 @@ def test_svg_edge_texts_are_the_shapes(tmp_path):
     got = {by_key[a]: texts for (a, _), texts in svg["edges"].items()}
     for name, shape in want.items():
         assert got[name] == [shape], name
+
+
+def test_render_command_shapes_flag(tmp_path):
+    import argparse
+
+    from rtxviz.cli.render import configure_render, run_render
+
+    from ..cli.test_render import _recorded_db
+
+    db = tmp_path / "runs.db"
+    _recorded_db(db)  # Linear(3, 4) -> ReLU -> Linear(4, 1) on a batch of 2, summed
+    p = argparse.ArgumentParser()
+    configure_render(p)
+    out = tmp_path / "run.dot"
+    assert run_render(p.parse_args(["demo", "-o", str(out), "--db", str(db), "--shapes", "--no-grads"])) == 0
+    text = out.read_text()
+    # by hand: the first linear and the relu give 2×4, the second linear 2×1
+    assert text.count('label="2×4"') >= 2 and 'label="2×1"' in text
+    assert run_render(p.parse_args(["demo", "-o", str(out), "--db", str(db), "--no-grads"])) == 0
+    assert 'label="2×4"' not in out.read_text()
