@@ -251,15 +251,15 @@ class EventHook(EngineHook):
                                  "dtype": _dtype_name(a.dtype)}
             if index is not None:
                 e["index"] = index
-            here: dict[str, Any] = {"node": node.id, "role": role}
-            if index is not None:
-                here["index"] = index
             seen = buffers.get(k)
             if seen is not None and seen[0]() is root:
                 e["alias"] = seen[1]
             else:
                 if len(buffers) >= _BUFFERS_MAX:
                     buffers.clear()
+                here: dict[str, Any] = {"node": node.id, "role": role}
+                if index is not None:
+                    here["index"] = index
                 try:  # a held buffer keeps its id; the weak reference tells a later buffer at the same id apart
                     buffers[k] = (weakref.ref(root), here)
                 except TypeError:  # an array type without weak references: no alias is reported for it
