@@ -17,6 +17,10 @@ interface LabelEl extends SVGTextElement { _sig?: string }
 /** Edge labels (the tensor's shape) are on by default up to this many visible items. */
 export const EDGE_SHAPES_AUTO_MAX = 200;
 const LABEL_H = 12, LABEL_CELL = 64;
+/** Above this many matches the search draws only the dim's holes: no ring and no edges redrawn (with most of the
+ * graph matching they would say nothing the holes do not, and each is a path of thousands of pieces to parse and
+ * raster on the keystroke: "l" matches nearly all of a 5,000-node graph). */
+export const MARK_DETAIL_MAX = 2000;
 
 export function shapeText(shape: number[]): string {
   return `(${shape.join(", ")}${shape.length === 1 ? "," : ""})`;
@@ -245,12 +249,15 @@ export class GraphView {
       if (p) boxes.push(`M${p.x - NODE_W / 2},${p.y - NODE_H / 2}h${NODE_W}v${NODE_H}h${-NODE_W}z`);
     }
     const rects = boxes.join("");
+    const detail = boxes.length <= MARK_DETAIL_MAX;
     const edges: string[] = [];
-    for (const el of this.edges.values()) {
-      if (el._d && m.has(el.dataset.from!) && m.has(el.dataset.to!)) edges.push(el._d);
+    if (detail) {
+      for (const el of this.edges.values()) {
+        if (el._d && m.has(el.dataset.from!) && m.has(el.dataset.to!)) edges.push(el._d);
+      }
     }
     this.dimPath.setAttribute("d", `M-1e6,-1e6H1e6V1e6H-1e6z${rects}`);
-    this.ringPath.setAttribute("d", rects || "M0,0");
+    this.ringPath.setAttribute("d", (detail && rects) || "M0,0");
     this.matchEdgePath.setAttribute("d", edges.join("") || "M0,0");
     this.markSvg.dataset.matches = String(boxes.length);
     this.markSvg.style.display = "";
