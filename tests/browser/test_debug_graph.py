@@ -37,6 +37,27 @@ def open_big(page, server, blocks=4, ops=40):
     return total
 
 
+FRAMES = "() => new Promise(r => { let n = 0; const f = () => (++n < 4 ? requestAnimationFrame(f) : r()); f(); })"
+
+
+def frames(page) -> None:
+    """Let four animation frames pass (the minimap moves its rectangle at most every other frame)."""
+    page.evaluate(FRAMES)
+
+
+def settle(page) -> None:
+    """Wait until a full layout has landed and no other follows within 0.6 s (positions no longer move)."""
+    page.wait_for_selector("body[data-layouts]")
+    last = None
+    for _ in range(50):
+        now = page.evaluate("document.body.dataset.layouts")
+        if now == last:
+            return
+        last = now
+        page.wait_for_timeout(600)
+    raise AssertionError("layouts kept landing")
+
+
 def test_place_constants_match_the_page(page, server):
     open_known(page, server)
     w, h = page.evaluate("() => { const r = document.querySelector('g.vnode rect.body');"
@@ -57,13 +78,13 @@ def mini_fit(pos: dict[str, list[float]]) -> tuple[float, float, float]:
 
 def test_minimap_hidden_for_a_small_graph(page, server):
     open_known(page, server)
-    page.wait_for_timeout(100)
+    frames(page)
     assert page.locator("#minimap").is_hidden()
 
 
 def test_minimap_overview_viewport_click_drag_and_follow(page, server):
     total = open_big(page, server)
-    page.wait_for_selector("body[data-layouts]")
+    settle(page)
     page.wait_for_function("!document.querySelector('#minimap').hidden")
     page.wait_for_function(f"window.__rtxviz.pane.minimap.drawnItems === {total}")
     pos = page.evaluate(NODE_POS)
@@ -92,7 +113,7 @@ def test_minimap_overview_viewport_click_drag_and_follow(page, server):
     t = page.evaluate("(() => { const v = window.__rtxviz.view; return [v.tx, v.ty, v.k]; })()")
     sw, sh = page.evaluate("(() => { const r = document.querySelector('svg#graph').getBoundingClientRect();"
                            " return [r.width, r.height]; })()")
-    page.wait_for_timeout(50)
+    frames(page)
     want = [ox + (-t[0] / t[2]) * k, oy + (-t[1] / t[2]) * k, sw / t[2] * k, sh / t[2] * k]
     assert all(math.isclose(a, b, abs_tol=0.2) for a, b in zip(rect(), want, strict=True)), (rect(), want)
     # the rectangle's centre is the clicked point
@@ -105,20 +126,20 @@ def test_minimap_overview_viewport_click_drag_and_follow(page, server):
     k0 = page.evaluate("window.__rtxviz.view.k")
     page.mouse.wheel(0, -200)
     page.wait_for_function(f"window.__rtxviz.view.k > {k0 * 1.01}")
-    page.wait_for_timeout(50)
+    frames(page)
     k1 = page.evaluate("window.__rtxviz.view.k")
     assert math.isclose(rect()[2], before[2] * k0 / k1, rel_tol=0.01)
     # and a pan of the graph by dragging it: the rectangle moves by the pan over the scale
     before = rect()
     page.evaluate("(() => { const v = window.__rtxviz.view; v.setTransform(v.tx - 300, v.ty, v.k); })()")
-    page.wait_for_timeout(50)
+    frames(page)
     assert math.isclose(rect()[0] - before[0], 300 / k1 * k, abs_tol=0.2)
     # a drag on the minimap moves the view with the pointer
     page.mouse.move(box["x"] + 40, box["y"] + 40)
     page.mouse.down()
     page.mouse.move(box["x"] + 120, box["y"] + 100, steps=4)
     page.mouse.up()
-    page.wait_for_timeout(50)
+    frames(page)
     r = rect()
     assert math.hypot(r[0] + r[2] / 2 - 120, r[1] + r[3] / 2 - 100) < 1
     assert page.errors == []
@@ -308,6 +329,7 @@ TAKE = "() => { window.__obs.takeRecords().forEach(m => window.__mut.push([m.typ
 
 def test_a_search_keystroke_changes_nothing_in_the_drawing(page, server):
     open_big(page, server)
+    settle(page)  # nothing moves by itself any more
     page.evaluate(WATCH)
     for q in ("l", "la", "layers.2", "layers.2.mlp"):
         page.fill("#search", q)
@@ -323,8 +345,7 @@ def test_a_search_keystroke_changes_nothing_in_the_drawing(page, server):
 
 def test_a_pan_changes_only_the_viewport_transform_and_far_out_drops_arrowheads(page, server):
     open_big(page, server)
-    page.wait_for_selector("body[data-layouts]")
-    page.wait_for_timeout(100)
+    settle(page)
     page.evaluate(WATCH)
     page.evaluate("""() => { const v = window.__rtxviz.view;
       for (let i = 0; i < 20; i++) v.setTransform(v.tx + 7, v.ty - 5, v.k); }""")
