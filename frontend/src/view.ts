@@ -6,7 +6,7 @@ import { s } from "./dom";
 import { params } from "./env";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
-import { bytesText } from "./saved";
+import { bytesText, segmentMemory } from "./saved";
 import type { GNode, Segment, StepGraph } from "./state";
 import type { Stats } from "./generated/events";
 
@@ -556,7 +556,11 @@ export class GraphView {
       lab.setAttribute("y", String(r.label.y));
       lab.dataset.segment = String(r.ordinal);
       lab.setAttribute("class", `segment-label state-${seg.state}`);
-      lab.textContent = `checkpoint #${seg.ordinal} · ${segmentName(seg.name)} · ${segmentLabel(seg)}`;
+      // with the saved-bytes toggle on, what the segment saved (known once backward recomputed it)
+      const mem = this.savedBytesOf && graph ? segmentMemory(graph, seg) : null;
+      if (mem && mem.saved !== null) lab.dataset.saved = String(mem.saved); else delete lab.dataset.saved;
+      lab.textContent = `checkpoint #${seg.ordinal} · ${segmentName(seg.name)} · ${segmentLabel(seg)}` +
+        (mem && mem.saved !== null ? ` · saved ${bytesText(Math.max(0, mem.saved))}` : "");
     }
     for (const [o, el] of this.segs) if (!keep.has(o)) { el.remove(); this.segs.delete(o); }
     for (const [o, el] of this.segLabels) if (!keep.has(o)) { el.remove(); this.segLabels.delete(o); }

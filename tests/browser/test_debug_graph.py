@@ -239,8 +239,13 @@ def test_saved_tensors_in_the_inspector_badges_and_checkpoint_savings(page, serv
     assert int(summary.get_attribute("data-activations")) == sum(
         s["bytes"] for e in fwd for s in e.get("saved", []) if "alias" not in s
         and not (s["role"] == "input" and "leaf" in e["inputs"][s.get("index", 0)]))
+    # and on the graph: the checkpoint segment's label says what it saved
+    label = page.locator("text.segment-label")
+    assert label.get_attribute("data-saved") == str(held - kept)
+    assert label.text_content().endswith(" · saved 1.00 KiB")
     page.uncheck("#saved-toggle")
     assert page.evaluate("document.querySelectorAll('rect.saved-badge').length") == 0
+    assert label.get_attribute("data-saved") is None and "saved" not in label.text_content()
     assert page.errors == []
 
 
