@@ -152,6 +152,32 @@ class LeafEvent(_Event):
     values: NotRequired[Values | None]
 
 
+SavedRole = Literal["input", "output", "state"]
+
+
+@_strict
+class SavedSlot(TypedDict):
+    """Where a saved tensor sits: node `node`'s input `index`, its output, or its `ctx.state` array `index`."""
+
+    node: int
+    role: SavedRole
+    index: NotRequired[int]
+
+
+@_strict
+class SavedTensor(TypedDict):
+    """One tensor a node keeps for its backward: `role` (the op's input `index`, its output, or the array `index` of
+    its ctx.state), `bytes`, `shape`, `dtype`; `alias`: the first saved tensor of the run (so far) that reads the same
+    buffer (``x * x`` saves x twice; a view of another node's output), so a total counts that buffer once."""
+
+    role: SavedRole
+    index: NotRequired[int]
+    bytes: Annotated[int, Field(ge=0)]
+    shape: Shape
+    dtype: Name
+    alias: NotRequired[SavedSlot]
+
+
 @_strict
 class NodeEvent(_Event):
     """One recorded op. `id` is the engine's TapeNode.id; `inputs` holds one Ref per op input, in order."""
@@ -172,6 +198,8 @@ class NodeEvent(_Event):
     #: checkpoint dropped (rtxviz.torch marks PyTorch's recomputation this way); `segment` is that checkpoint's id
     recomputed: NotRequired[bool]
     segment: NotRequired[int | None]
+    #: optional (added in version 1, backward compatible): what `saved_bytes` counts, tensor by tensor
+    saved: NotRequired[Annotated[list[SavedTensor], Field(max_length=MAX_INPUTS)]]
 
 
 @_strict

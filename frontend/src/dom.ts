@@ -20,11 +20,14 @@ export function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs = {
   return el;
 }
 
+// for...in, not Object.entries: no array per element (a fully expanded 5,000-node graph creates ~40,000 elements)
 function setAttrs(el: Element, attrs: Attrs): void {
-  for (const [k, v] of Object.entries(attrs)) {
+  for (const k in attrs) {
+    const v = attrs[k];
     if (v === null || v === undefined || v === false) continue;
-    if (k.startsWith("on")) throw new Error("no inline handlers"); // handlers are added with addEventListener
-    el.setAttribute(k, v === true ? "" : String(v));
+    // handlers are added with addEventListener; "on..." would be an inline handler
+    if (k.charCodeAt(0) === 111 && k.charCodeAt(1) === 110) throw new Error("no inline handlers");
+    el.setAttribute(k, v === true ? "" : typeof v === "string" ? v : String(v));
   }
 }
 

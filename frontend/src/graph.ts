@@ -5,6 +5,7 @@ import { params } from "./env";
 import { computeVisible, type VItem, type ViewChoices, type Visible } from "./groups";
 import { LayoutRunner } from "./layout";
 import type { Metrics } from "./metrics";
+import { Minimap } from "./minimap";
 import { Placement, type Pos } from "./place";
 import { pngScale, svgToPng } from "./png";
 import type { StepGraph } from "./state";
@@ -23,6 +24,7 @@ export interface GraphHooks {
 export class GraphPane {
   readonly view: GraphView;
   readonly layout: LayoutRunner;
+  readonly minimap: Minimap;
   readonly choices: ViewChoices = { budget: Number(params.get("budget") ?? 300), expanded: new Set(), collapsed: new Set() };
   place = new Placement();
   visible: Visible | null = null;
@@ -40,6 +42,7 @@ export class GraphPane {
     this.view = new GraphView($("#graph-wrap"));
     this.view.onUserMove = () => { this.autoFit = false; this.centred = null; };
     this.layout = new LayoutRunner(metrics, () => this.visible, (pos) => this.adopt(pos), hooks.status);
+    this.minimap = this.attachMinimap();
     this.bindToolbar();
   }
 
@@ -169,6 +172,25 @@ export class GraphPane {
     } catch (e) {
       this.hooks.status(String(e));
     }
+  }
+
+  /** The minimap follows the view's transform and redraws its overview after each render. */
+  private attachMinimap(): Minimap {
+    const v = this.view;
+    const m = new Minimap($("#graph-wrap"), {
+      transform: () => ({ tx: v.tx, ty: v.ty, k: v.k }),
+      screen: () => v.screenSize(),
+      centreAt: (p) => {
+        v.onUserMove();
+        const r = v.screenSize();
+        v.setTransform(r.w / 2 - p.x * v.k, r.h / 2 - p.y * v.k, v.k);
+      },
+    });
+    v.onTransform = () => m.moved();
+    const shapes = $("#edge-shapes") as HTMLInputElement;
+    shapes.addEventListener("change", () => { v.edgeShapes = shapes.checked; this.redraw(); });
+    v.onRender = (vis, pos) => { m.update(vis, pos, this.place.bounds(vis)); shapes.checked = v.edgeShapesOn(vis); };
+    return m;
   }
 
   private fileStem(): string {

@@ -3,6 +3,7 @@ import { $ } from "./dom";
 import type { GraphPane } from "./graph";
 import type { VItem } from "./groups";
 import { renderInspector } from "./panels";
+import { savedSection } from "./saved";
 import type { StepGraph } from "./state";
 
 export class Inspector {
@@ -28,6 +29,10 @@ export class Inspector {
 
   render(): void {
     const it = this.selected ? this.pane.item(this.selected) : null;
-    renderInspector($("#inspector-body"), it, this.graph(), (x) => this.toggle(x), (k) => this.selectKey(k));
+    const body = $("#inspector-body");
+    const g = this.graph();
+    renderInspector(body, it, g, (x) => this.toggle(x), (k) => this.selectKey(k));
+    const saved = it && g ? savedSection(it, g) : null;
+    if (saved) body.append(saved);
   }
 }

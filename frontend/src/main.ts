@@ -17,6 +17,7 @@ import { renderLegend } from "./panels";
 import { RunList } from "./runs";
 import { LinkFollower } from "./deeplink";
 import { PathToggles } from "./paths";
+import { SavedToggle } from "./saved";
 import { Search } from "./search";
 import { RunModel } from "./state";
 import { Teacher } from "./teach";
@@ -45,6 +46,7 @@ const search = new Search({
   go: (vid) => { inspector.select(vid); pane.centreOn(vid); },
 });
 const lesson = new LessonPanel(runs, api);
+const saved = new SavedToggle({ graph: shown, show: (bytesOf) => { pane.view.savedBytesOf = bytesOf; pane.redraw(); } });
 
 const link = new LinkFollower(location.hash, {
   run: () => runs.current, shownStep: () => history.graph?.step ?? null,
@@ -78,7 +80,7 @@ header.onAlert = (key) => inspector.selectKey(key);
 renderLegend($("#legend"));
 // for the benchmarks and the browser tests
 (window as unknown as { __rtxviz: unknown }).__rtxviz = { metrics, view: pane.view, runs, history, pane, inspector, teach,
-  renderMarkdown, search, link, paths };
+  renderMarkdown, search, link, paths, saved };
 
 /** Draw the shown step and everything that depends on it. */
 function draw(): void {
@@ -94,6 +96,7 @@ function draw(): void {
   if (inspector.selected) inspector.render();
   search.refresh(); // a new step or other groups: the same query, matched again
   paths.refresh();
+  saved.refresh();
   teach.render(g);
   pane.layout.schedule(v);
   link.follow();

@@ -9,20 +9,28 @@ import type { GNode, StepGraph } from "./state";
  *
  * matchNodes(g, "fc matmul") -> the matmul recorded in module model.fc
  */
-export function matchNodes(g: StepGraph, query: string): GNode[] {
+export function matchNodes(g: StepGraph, query: string, among?: Iterable<GNode>): GNode[] {
   const words = query.toLowerCase().split(/\s+/).filter((w) => w.length > 0);
   if (!words.length) return [];
   const out: GNode[] = [];
-  for (const n of g.nodes.values()) {
+  for (const n of among ?? g.nodes.values()) {
     const hay = searchText(n);
     if (words.every((w) => hay.includes(w))) out.push(n);
   }
   return out;
 }
 
+// a node's op, module, name and key never change once recorded: its search text is built once
+const texts = new WeakMap<GNode, string>();
+
 /** What a node is searched by, lower-cased: op, module path, leaf name, key (one string, fields apart). */
 export function searchText(n: GNode): string {
-  return `${n.op}\u0001${n.module ?? ""}\u0001${n.name ?? ""}\u0001${n.key}`.toLowerCase();
+  let t = texts.get(n);
+  if (t === undefined) {
+    t = `${n.op}\u0001${n.module ?? ""}\u0001${n.name ?? ""}\u0001${n.key}`.toLowerCase();
+    texts.set(n, t);
+  }
+  return t;
 }
 
 /** What the search needs of the page: the shown graph, where a node is on screen, and how to select/centre it. */
@@ -42,6 +50,8 @@ export class Search {
   /** The position in `matches` that Enter/arrows reached (-1: none yet). */
   current = -1;
   private query = "";
+  /** The last match: on which graph (and its structure), for which words, what it found. */
+  private last: { g: StepGraph; version: number; words: string; nodes: GNode[] } | null = null;
   private readonly input = $("#search") as HTMLInputElement;
   private readonly filter = $("#search-filter") as HTMLInputElement;
   private readonly count = $("#search-count");
@@ -82,7 +92,12 @@ export class Search {
       return;
     }
     const vids = new Set<string>();
-    const nodes = matchNodes(g, words);
+    // a query that extends the last one (a keystroke typed) matches a subset of its matches: each old word is a
+    // word of the new query or the start of one, and a word that contains the longer contains the shorter
+    const last = this.last;
+    const narrower = !!last && last.g === g && last.version === g.structureVersion && words.startsWith(last.words);
+    const nodes = matchNodes(g, words, narrower ? last!.nodes : undefined);
+    this.last = { g, version: g.structureVersion, words, nodes };
     for (const n of nodes) vids.add(this.hooks.vidOf(n.key));
     this.matches = [...vids];
     if (this.current >= this.matches.length) this.current = -1;

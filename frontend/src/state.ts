@@ -3,8 +3,8 @@
 // Event types come from src/generated/events.ts (the pydantic schema): core kinds are read through their types,
 // so a field the schema renames fails the build; `checkpoint` and `graph_cache` are generic (free fields).
 import {
-  asCore, asGeneric, type CoreRunEvent, type EventOf, type GenericRunEvent, type Ref, type RunEvent, type Stats,
-  type Stored,
+  asCore, asGeneric, type CoreRunEvent, type EventOf, type GenericRunEvent, type Ref, type RunEvent, type SavedTensor,
+  type Stats, type Stored,
 } from "./generated/events";
 
 export type NodeKind = "op" | "param" | "input" | "const";
@@ -26,6 +26,8 @@ export interface GNode {
   rule: string | null;
   attrs: Record<string, unknown> | null;
   savedBytes: number | null;
+  /** What the node keeps for backward, tensor by tensor (node event `saved`; null: not sent). See saved.ts. */
+  saved: SavedTensor[] | null;
   values: (number | null)[] | null;
   requiresGrad: boolean;
   grad: Stats | null; // dL/d(this value); null: not computed yet
@@ -278,7 +280,7 @@ export class StepGraph {
     else if (kind === "const") group = consumerGroup;
     const n: GNode = {
       key, kind, id: leafId, op: kind, name, inputs: [], shape: info?.shape ?? [], dtype: info?.dtype ?? "?",
-      device: info?.device ?? "?", module: null, group, rule: null, attrs: null, savedBytes: null,
+      device: info?.device ?? "?", module: null, group, rule: null, attrs: null, savedBytes: null, saved: null,
       values: info?.values ?? null, requiresGrad: info?.requiresGrad ?? false, grad: null, inGrads: null, local: null,
       gradOrder: -1, segment: null, recomputed: false, anchor: null, isRoot: false, anomaly: null, origin: false, error: null,
       arrivals: [], provisional: false, seq: -1,
@@ -328,7 +330,7 @@ export class StepGraph {
       key, kind: "op", id, op, name: null, inputs, shape: arr<number>(ev.shape) ?? [], dtype: str(ev.dtype) ?? "?",
       device: str(ev.device) ?? "?", module, group, rule: str(ev.rule), attrs:
         (ev.attrs && typeof ev.attrs === "object" ? ev.attrs : null) as Record<string, unknown> | null,
-      savedBytes: num(ev.saved_bytes), values: arr<number | null>(ev.values), requiresGrad: true, grad: null,
+      savedBytes: num(ev.saved_bytes), saved: arr(ev.saved), values: arr<number | null>(ev.values), requiresGrad: true, grad: null,
       inGrads: null, local: null, gradOrder: -1, segment, recomputed: !!rc, anchor, isRoot: false, anomaly: null, origin: false,
       error: null, arrivals: [], provisional: false, seq: num(ev.seq) ?? -1,
     };

@@ -8,6 +8,7 @@ import { drawNodeParts, newNodeEl, type PartsHolder } from "./nodeel";
 import { params } from "./env";
 import type { VEdge, VItem, Visible } from "./groups";
 import { NODE_H, NODE_W, segmentRegions, type Placement, type Pos } from "./place";
+import { bytesText, segmentMemory } from "./saved";
 import type { GNode, Segment, StepGraph } from "./state";
 import type { Stats } from "./generated/events";
 
@@ -18,7 +19,16 @@ interface NodeEl extends PartsHolder { _sig?: string; _pos?: string; _detail?: b
  * an "expand all" of 2,500 nodes lands at an overview zoom, and building ~7 elements per node there was most of
  * its time. */
 export const FAR_K = 0.35;
-interface EdgeEl extends SVGPathElement { _sig?: string }
+interface EdgeEl extends SVGPathElement { _sig?: string; _d?: string }
+interface LabelEl extends SVGTextElement { _sig?: string }
+
+/** Edge labels (the tensor's shape) are on by default up to this many visible items. */
+export const EDGE_SHAPES_AUTO_MAX = 200;
+const LABEL_H = 12, LABEL_CELL = 64;
+/** Above this many matches the search draws only the dim's holes: no ring and no edges redrawn (with most of the
+ * graph matching they would say nothing the holes do not, and each is a path of thousands of pieces to parse and
+ * raster on the keystroke: "l" matches nearly all of a 5,000-node graph). */
+export const MARK_DETAIL_MAX = 2000;
 
 export function shapeText(shape: number[]): string {
   return `(${shape.join(", ")}${shape.length === 1 ? "," : ""})`;
@@ -63,6 +73,24 @@ export class GraphView {
   private edgeLayer: SVGGElement;
   private nodeLayer: SVGGElement;
   private segLabelLayer: SVGGElement;
+  private edgeLabelLayer: SVGGElement;
+  private edgeLabels = new Map<string, LabelEl>();
+  /** The search's marks, drawn in a second, small SVG over the graph (see drawMarkOverlay). */
+  private markSvg: SVGSVGElement;
+  private markViewport: SVGGElement;
+  private dimPath: SVGPathElement;
+  private ringPath: SVGPathElement;
+  private matchEdgePath: SVGPathElement;
+  /** Nodes and edges carry the "match" class (the filter hides the rest by it). */
+  private classMarked = false;
+  private lastPos: Map<string, Pos> = new Map();
+  /** Shapes on edges: true/false by the user; null: on for small graphs (EDGE_SHAPES_AUTO_MAX). */
+  edgeShapes: boolean | null = null;
+  /** Saved-for-backward bytes per item, drawn as a badge under each node (null: not shown). */
+  savedBytesOf: ((it: VItem) => number) | null = null;
+  /** The transform changed (the minimap follows), and a render finished (it draws the overview again). */
+  onTransform: () => void = () => {};
+  onRender: (v: Visible, pos: Map<string, Pos>) => void = () => {};
   private nodes = new Map<string, NodeEl>();
   private edges = new Map<string, EdgeEl>();
   private segs = new Map<number, SVGGElement>();
@@ -99,9 +127,21 @@ export class GraphView {
     this.edgeLayer = s("g", { class: "edges" });
     this.nodeLayer = s("g", { class: "nodes" });
     this.segLabelLayer = s("g", { class: "segment-labels" }); // above edges, so edges never hide a label
-    this.viewport.append(this.segLayer, this.edgeLayer, this.nodeLayer, this.segLabelLayer);
+    this.edgeLabelLayer = s("g", { class: "edge-labels" });
+    this.viewport.append(this.segLayer, this.edgeLayer, this.edgeLabelLayer, this.nodeLayer, this.segLabelLayer);
     this.svg.append(defs, this.viewport);
-    container.append(this.svg);
+    // the search's dimming, ring and matched edges: three paths in their own SVG over the graph, so a keystroke
+    // changes three attributes there and nothing in the big drawing (no restyle or repaint of its elements)
+    this.markSvg = s("svg", { id: "marks", class: "marks", "aria-hidden": "true" });
+    this.markViewport = s("g", {});
+    this.dimPath = s("path", { id: "search-dim", class: "search-dim", "fill-rule": "evenodd" });
+    this.matchEdgePath = s("path", { class: "search-edges" });
+    this.ringPath = s("path", { class: "search-ring" });
+    this.markViewport.append(this.dimPath, this.matchEdgePath, this.ringPath);
+    this.markSvg.append(this.markViewport);
+    this.markSvg.style.display = "none";
+    container.append(this.svg, this.markSvg);
+    this.screenSize(); // measured now, while the drawing is empty, then kept by the observer (see screenSize)
     this.applyTransform();
     this.attachPanZoom();
     this.nodeLayer.addEventListener("click", (e) => {
@@ -127,7 +167,10 @@ export class GraphView {
     const far = this.k < FAR_K;
     if (far !== this.svg.classList.contains("far")) this.svg.classList.toggle("far", far);
     if (!far && this.lastVisible) this.detailSoon(); // what comes into view gets its labels
-    this.viewport.setAttribute("transform", `translate(${this.tx.toFixed(1)},${this.ty.toFixed(1)}) scale(${this.k.toFixed(4)})`);
+    const t = `translate(${this.tx.toFixed(1)},${this.ty.toFixed(1)}) scale(${this.k.toFixed(4)})`;
+    this.viewport.setAttribute("transform", t);
+    if (this.markViewport) this.markViewport.setAttribute("transform", t);
+    this.onTransform();
   }
 
   private attachPanZoom(): void {
@@ -161,7 +204,7 @@ export class GraphView {
    * half of an "expand all" of 2,500 nodes), before the frame that lays them out anyway. */
   private size: { w: number; h: number } | null = null;
 
-  private screenSize(): { w: number; h: number } {
+  screenSize(): { w: number; h: number } {
     if (!this.size) {
       const r = this.svg.getBoundingClientRect();
       this.size = { w: r.width, h: r.height };
@@ -186,12 +229,48 @@ export class GraphView {
     const m = this.marked;
     this.svg.classList.toggle("searching", m !== null);
     this.svg.classList.toggle("filtered", this.filtered);
-    // only "match" is set per element, the dimming of the rest follows from the svg's class (style.css): a
-    // keystroke that changes few matches changes few elements
-    for (const [vid, el] of this.nodes) el.classList.toggle("match", m !== null && m.has(vid));
-    for (const el of this.edges.values()) {
-      el.classList.toggle("match", m !== null && m.has(el.dataset.from!) && m.has(el.dataset.to!));
+    // the filter hides by class (style.css), so only it sets "match" on every element; the plain search draws its
+    // marks in the overlay and leaves the drawing's elements alone (a class on thousands of them costs a restyle
+    // and repaint of each: 150-250 ms on a keystroke that changes 5,000 matches)
+    const perElement = this.filtered && m !== null;
+    if (perElement || this.classMarked) {
+      for (const [vid, el] of this.nodes) el.classList.toggle("match", perElement && m.has(vid));
+      for (const el of this.edges.values()) {
+        el.classList.toggle("match", perElement && m.has(el.dataset.from!) && m.has(el.dataset.to!));
+      }
+      this.classMarked = perElement;
     }
+    this.drawMarkOverlay(perElement ? null : m);
+  }
+
+  /** The plain search's look: everything dimmed by one path with a hole at each match (even-odd fill), a ring
+   * around each match, the edges between two matches drawn again above the dim. */
+  private drawMarkOverlay(m: Set<string> | null): void {
+    if (!m) {
+      if (this.markSvg.style.display !== "none") {
+        this.markSvg.style.display = "none";
+        for (const p of [this.dimPath, this.ringPath, this.matchEdgePath]) p.removeAttribute("d");
+      }
+      return;
+    }
+    const boxes: string[] = [];
+    for (const vid of m) {
+      const p = this.nodes.has(vid) ? this.lastPos.get(vid) : undefined;
+      if (p) boxes.push(`M${p.x - NODE_W / 2},${p.y - NODE_H / 2}h${NODE_W}v${NODE_H}h${-NODE_W}z`);
+    }
+    const rects = boxes.join("");
+    const detail = boxes.length <= MARK_DETAIL_MAX;
+    const edges: string[] = [];
+    if (detail) {
+      for (const el of this.edges.values()) {
+        if (el._d && m.has(el.dataset.from!) && m.has(el.dataset.to!)) edges.push(el._d);
+      }
+    }
+    this.dimPath.setAttribute("d", `M-1e6,-1e6H1e6V1e6H-1e6z${rects}`);
+    this.ringPath.setAttribute("d", (detail && rects) || "M0,0");
+    this.matchEdgePath.setAttribute("d", edges.join("") || "M0,0");
+    this.markSvg.dataset.matches = String(boxes.length);
+    this.markSvg.style.display = "";
   }
 
   /** Mark the selection's path to the loss (`down`) and its inputs' cone (`up`); the rest is dimmed. null
@@ -202,9 +281,14 @@ export class GraphView {
     this.applyPaths();
   }
 
+  /** Elements carry path classes (so clearing them must visit them; with none, a render skips the loop). */
+  private pathMarked = false;
+
   private applyPaths(): void {
     const p = this.path;
     this.svg.classList.toggle("pathing", p !== null);
+    if (!p && !this.pathMarked) return;
+    this.pathMarked = p !== null;
     const inDown = (v: string) => !!p && (p.down?.has(v) ?? false);
     const inUp = (v: string) => !!p && (p.up?.has(v) ?? false);
     for (const [vid, el] of this.nodes) {
@@ -313,8 +397,79 @@ export class GraphView {
     }
     for (const [id, el] of this.edges) if (!eseen.has(id)) { el.remove(); this.edges.delete(id); }
     this.drawSegments(v, place, graph);
+    this.lastPos = place.pos;
+    this.drawEdgeLabels(v, place.pos);
     if (this.marked) this.applyMarks(); // nodes drawn anew got their class from drawNode, without the marks
     if (this.path) this.applyPaths();
+    this.onRender(v, place.pos);
+  }
+
+  /** Whether edges show their tensor's shape now: the user's choice, else on for small graphs. */
+  edgeShapesOn(v: Visible | null = this.lastVisible): boolean {
+    return this.edgeShapes ?? (!!v && v.items.size <= EDGE_SHAPES_AUTO_MAX);
+  }
+
+  /** Label each edge whose source is a node with that node's output shape, at the middle of the curve (or a
+   * quarter before or after it), skipping a label that would overlap a node or another label. */
+  private drawEdgeLabels(v: Visible, pos: Map<string, Pos>): void {
+    const seen = new Set<string>();
+    if (this.edgeShapesOn(v)) {
+      // a grid of occupied boxes: the nodes first, then each label placed
+      const grid = new Map<string, { x0: number; y0: number; x1: number; y1: number }[]>();
+      const cells = (b: { x0: number; y0: number; x1: number; y1: number }) => {
+        const out: string[] = [];
+        for (let i = Math.floor(b.x0 / LABEL_CELL); i <= Math.floor(b.x1 / LABEL_CELL); i++) {
+          for (let j = Math.floor(b.y0 / LABEL_CELL); j <= Math.floor(b.y1 / LABEL_CELL); j++) out.push(`${i},${j}`);
+        }
+        return out;
+      };
+      const put = (b: { x0: number; y0: number; x1: number; y1: number }) => {
+        for (const c of cells(b)) { let l = grid.get(c); if (!l) grid.set(c, (l = [])); l.push(b); }
+      };
+      const free = (b: { x0: number; y0: number; x1: number; y1: number }) => cells(b).every((c) =>
+        !(grid.get(c) ?? []).some((o) => b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1));
+      for (const it of v.items.values()) {
+        const p = pos.get(it.vid);
+        if (p) put({ x0: p.x - NODE_W / 2, y0: p.y - NODE_H / 2 - 16, x1: p.x + NODE_W / 2 + 4, y1: p.y + NODE_H / 2 });
+      }
+      for (const e of v.edges) {
+        const src = v.items.get(e.from)?.node;
+        const a = pos.get(e.from), b = pos.get(e.to);
+        if (!src || !a || !b) continue;
+        const text = shapeText(src.shape);
+        const w = text.length * 6.2 + 6;
+        const y1 = a.y + NODE_H / 2, y2 = b.y - NODE_H / 2 - 2;
+        const dy = Math.max(20, (y2 - y1) / 2);
+        let spot: { x: number; y: number; box: { x0: number; y0: number; x1: number; y1: number } } | null = null;
+        for (const t of [0.5, 0.3, 0.7]) {
+          // the edge's cubic curve at t (drawEdge's control points)
+          const u = 1 - t;
+          const x = u * u * u * a.x + 3 * u * u * t * a.x + 3 * u * t * t * b.x + t * t * t * b.x;
+          const y = u * u * u * y1 + 3 * u * u * t * (y1 + dy) + 3 * u * t * t * (y2 - dy) + t * t * t * y2;
+          const box = { x0: x + 4, y0: y - LABEL_H / 2, x1: x + 4 + w, y1: y + LABEL_H / 2 };
+          if (free(box)) { spot = { x: box.x0 + 3, y: y + 4, box }; break; }
+        }
+        if (!spot) continue;
+        put(spot.box);
+        const id = `${e.from}\u0000${e.to}`;
+        seen.add(id);
+        let el = this.edgeLabels.get(id);
+        if (!el) {
+          el = s("text", { class: "edge-label" }) as LabelEl;
+          el.dataset.from = e.from;
+          el.dataset.to = e.to;
+          this.edgeLabelLayer.append(el);
+          this.edgeLabels.set(id, el);
+        }
+        const sig = `${spot.x.toFixed(1)},${spot.y.toFixed(1)}|${text}`;
+        if (el._sig === sig) continue;
+        el._sig = sig;
+        el.setAttribute("x", spot.x.toFixed(1));
+        el.setAttribute("y", spot.y.toFixed(1));
+        el.textContent = text;
+      }
+    }
+    for (const [id, el] of this.edgeLabels) if (!seen.has(id)) { el.remove(); this.edgeLabels.delete(id); }
   }
 
   private drawNode(it: VItem, p: Pos): void {
@@ -344,7 +499,8 @@ export class GraphView {
       gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
     const colour = gradColor(grad);
     const badgeColour = n?.error ? ERROR_COLOUR : colour;
-    const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}`;
+    const saved = this.savedBytesOf && (it.type !== "node" || n?.kind === "op") ? this.savedBytesOf(it) : null;
+    const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}|${saved}`;
     const posKey = `${p.x},${p.y}`;
     let el = this.nodes.get(it.vid);
     if (!el) {
@@ -379,6 +535,12 @@ export class GraphView {
         fill: badgeColour, textFill: textOn(badgeColour) } : null,
       count: it.type !== "node" && it.count ? (computed ? `${computed}/${it.count} grads` : "") : null,
     }, detail);
+    // the saved-for-backward badge (its toggle): not one of the node's parts; redrawn whole when it changes
+    if (el.hasAttribute("data-saved")) {
+      for (const old of el.querySelectorAll(":scope > .saved-badge, :scope > .saved-badge-text")) old.remove();
+      el.removeAttribute("data-saved");
+    }
+    if (saved !== null) drawSavedBadge(el, saved, it.type !== "node");
   }
 
   /** `below`: the source is a checkpoint node with its recomputed column beside it; the edge runs straight down
@@ -409,6 +571,7 @@ export class GraphView {
     }
     if (el._sig === sig) return;
     el._sig = sig;
+    el._d = d;
     el.setAttribute("d", d);
     el.setAttribute("class", `edge grad-${gc}${e.ghost ? " ghost" : ""}${rc ? " recompute" : ""}`);
     el.setAttribute("stroke", colour);
@@ -450,7 +613,11 @@ export class GraphView {
       lab.setAttribute("y", String(r.label.y));
       lab.dataset.segment = String(r.ordinal);
       lab.setAttribute("class", `segment-label state-${seg.state}`);
-      lab.textContent = `checkpoint #${seg.ordinal} · ${segmentName(seg.name)} · ${segmentLabel(seg)}`;
+      // with the saved-bytes toggle on, what the segment saved (known once backward recomputed it)
+      const mem = this.savedBytesOf && graph ? segmentMemory(graph, seg) : null;
+      if (mem && mem.saved !== null) lab.dataset.saved = String(mem.saved); else delete lab.dataset.saved;
+      lab.textContent = `checkpoint #${seg.ordinal} · ${segmentName(seg.name)} · ${segmentLabel(seg)}` +
+        (mem && mem.saved !== null ? ` · saved ${bytesText(Math.max(0, mem.saved))}` : "");
     }
     for (const [o, el] of this.segs) if (!keep.has(o)) { el.remove(); this.segs.delete(o); }
     for (const [o, el] of this.segLabels) if (!keep.has(o)) { el.remove(); this.segLabels.delete(o); }
@@ -465,6 +632,15 @@ let edgeTemplateEl: SVGPathElement | null = null;
 
 function edgeTemplate(): SVGPathElement {
   return (edgeTemplateEl ??= s("path", { "marker-end": "url(#arrow)" }));
+}
+
+/** The saved-for-backward badge under a node's bottom-right corner: its bytes (a group's: the total inside, "Σ"). */
+function drawSavedBadge(el: SVGGElement, bytes: number, total: boolean): void {
+  const text = `${total ? "Σ " : ""}${bytesText(bytes)} saved`;
+  const w = text.length * 6 + 10;
+  el.dataset.saved = String(bytes);
+  el.append(s("rect", { class: `saved-badge${bytes ? "" : " none"}`, x: NODE_W + 4 - w, y: NODE_H - 6, width: w, height: 14, rx: 7 }));
+  el.append(s("text", { class: "saved-badge-text", x: NODE_W + 4 - w / 2, y: NODE_H + 4.5 }, text));
 }
 
 /** A segment's name as a reader takes it: checkpoint_sequential names its segments "layers[2]", which reads like

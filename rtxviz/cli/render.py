@@ -34,6 +34,7 @@ def configure_render(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
     p.add_argument("--no-grads", action="store_true", help="leave gradient norms and marks out")
     p.add_argument("--saved", action="store_true", help="show bytes saved for backward per node")
+    p.add_argument("--shapes", action="store_true", help="label each edge with the shape of the tensor it carries")
     p.add_argument("--attrs", action="store_true", help="show each op's rule and attributes")
     p.add_argument("--no-groups", action="store_true", help="no module clusters, no collapsing")
     p.add_argument("--max-nodes", type=int, default=300,
@@ -113,8 +114,8 @@ def run_render(args: argparse.Namespace) -> int:
         if isinstance(step, int):
             check_step(run_id, events, step)
         path = render(events, args.output, show_grads=not args.no_grads, show_saved=args.saved,
-                      show_attrs=args.attrs, group_modules=not args.no_groups, max_nodes=args.max_nodes,
-                      timeout=args.timeout, step=step)
+                      show_shapes=args.shapes, show_attrs=args.attrs, group_modules=not args.no_groups,
+                      max_nodes=args.max_nodes, timeout=args.timeout, step=step)
     except (RtxvizError, StoreError) as exc:
         return fail("render", exc)
     print(f"rtxviz render: run {run_id} -> {path}")

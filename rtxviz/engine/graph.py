@@ -186,6 +186,28 @@ class TapeNode:
             total += int(self.out_data.nbytes)
         return total
 
+    def saved_tensors(self) -> list[tuple[str, int | None, Any]]:
+        """What this node keeps for its backward, as ``(role, index, array)`` in order: ``("input", i, a)`` for the
+        op's i-th input, ``("output", None, a)``, and ``("state", j, a)`` for the j-th array of its ``ctx.state``
+        (conv2d's columns, dropout's mask). Two entries may share a buffer (``x * x`` saves x twice; a view);
+        `memory.root_of` tells. Empty once backward freed them.
+
+        >>> from rtxviz import Variable, Tensor
+        >>> x = Variable.from_tensor(Tensor.ones([2, 3]))
+        >>> [(role, i, a.shape) for role, i, a in (x * x).grad_fn.saved_tensors()]
+        [('input', 0, (2, 3)), ('input', 1, (2, 3))]
+        >>> [(role, i) for role, i, a in x.exp().grad_fn.saved_tensors()]
+        [('output', None)]
+        """
+        out: list[tuple[str, int | None, Any]] = []
+        if self.inputs is not None:
+            out.extend(("input", i, t.data) for i, t in enumerate(self.inputs) if t is not None)
+        if self.out_data is not None:
+            out.append(("output", None, self.out_data))
+        if self.state is not None:
+            out.extend(("state", j, a) for j, a in enumerate(_memory.state_arrays(self.state)))
+        return out
+
     def release(self) -> None:
         """Free what backward needed; a later backward through this node raises GraphError."""
         if self.mem is not None:

@@ -74,6 +74,20 @@ def _is_array(obj: Any) -> bool:
     return hasattr(obj, "nbytes") and hasattr(obj, "base")
 
 
+def state_arrays(state: Any) -> list:
+    """The arrays an op keeps in its `ctx.state`, by the rule `track_state` counts them: the state itself when it
+    is an array, or the arrays of a tuple/list one level deep, in order.
+
+    >>> import numpy as np
+    >>> [a.shape for a in state_arrays((np.zeros(3), (2, 3), np.ones((2, 2))))]
+    [(3,), (2, 2)]
+    """
+    cls = state.__class__
+    if cls is tuple or cls is list:
+        return [s for s in state if _is_array(s)]
+    return [state] if _is_array(state) else []
+
+
 def track_state(state: Any, keys: tuple[int, ...] | None) -> tuple[int, ...] | None:
     """Also count the arrays an op keeps in `ctx.state` (conv2d's im2col columns, dropout's mask): an array, or
     a tuple/list holding arrays one level deep; anything else is ignored. Returns `keys` extended."""

@@ -29,6 +29,7 @@ from ..engine import hooks as _hooks
 from ..engine.grad_mode import STATE as _GRAD_STATE
 from ..engine.graph import TapeNode
 from ..engine.hooks import EngineHook
+from ..engine.memory import root_of as _root_of
 from ..engine.variable import Variable
 from ..schema import CORE_KINDS, KIND_PATTERN, EventError, validate_event
 from ..summary import count_nonfinite, tensor_stats
@@ -42,6 +43,10 @@ _RESERVED = frozenset({"v", "kind", "t", "step", "seq"})
 #: node ids remembered as checked finite, for ops that keep finite values finite (`Op.keeps_finite`); cleared at
 #: each step, this bounds a stepless run
 _FINITE_MAX = 1 << 16
+
+#: buffers remembered for the saved tensors' aliases; past this many the map starts again (aliases of a buffer
+#: first saved before that are not reported)
+_BUFFERS_MAX = 1 << 16
 
 _DTYPE_NAMES: dict[Any, str] = {}
 _ATTRS: dict[tuple, Any] = {}
@@ -122,6 +127,8 @@ class EventHook(EngineHook):
         self._grad_cache: dict[int, tuple[Any, dict]] = {}
         # ids of nodes whose outputs were checked and hold no NaN/Inf, this step (see Op.keeps_finite)
         self._finite: set[int] = set()
+        # id(root buffer) -> (weak reference to it, where it was first saved): the `alias` of node events' `saved`
+        self._buffers: dict[int, tuple[Any, dict]] = {}
         self._in_backward = 0
         self._anomalous: set[int] = set()  # id(node) of the nodes reported anomalous in backward, this step
         self.optimizer = OptimizerReporter(self)  # the optimizer_step events
@@ -201,14 +208,11 @@ class EventHook(EngineHook):
                 refs.append({"leaf": self.leaf_id(t)})
                 if all_finite and t.data.dtype.kind == "f":
                     all_finite = False
-        # node.saved_nbytes(), inlined (a generator per op costs more than the sum)
-        kept = node.inputs
-        if kept is not None:
-            for t in kept:
-                if t is not None:
-                    saved += t.data.nbytes
-        if node.out_data is not None:
-            saved += node.out_data.nbytes
+        saved_list = self._saved(node) if (node.inputs is not None or node.out_data is not None
+                                           or node.state is not None) else None
+        if saved_list:
+            for e in saved_list:
+                saved += e["bytes"]
         ev = {
             "v": 1, "kind": "node", "t": _now(), "step": self.step, "id": node.id, "op": op.name,
             "inputs": refs, "shape": list(out.shape), "dtype": _dtype_name(out.dtype), "device": _device(out),
@@ -216,6 +220,8 @@ class EventHook(EngineHook):
         }
         if node.attrs:
             ev["attrs"] = _attrs_json(node.attrs)
+        if saved_list:
+            ev["saved"] = saved_list
         if out.size <= self.values_max_numel:
             ev["values"] = _values(out)
         self.sink(ev)
@@ -231,6 +237,35 @@ class EventHook(EngineHook):
                 if len(finite) >= _FINITE_MAX:
                     finite.clear()
                 finite.add(node.id)
+
+    def _saved(self, node: Any) -> list[dict]:
+        """The `saved` field of a node event: per tensor the node keeps for backward (`TapeNode.saved_tensors`),
+        its role, index, bytes, shape and dtype, and `alias`: the first saved tensor seen (this node's or an
+        earlier node's) that reads the same buffer, so that totals can count a buffer once."""
+        out = []
+        buffers = self._buffers
+        for role, index, a in node.saved_tensors():
+            root = _root_of(a)
+            k = id(root)
+            e: dict[str, Any] = {"role": role, "bytes": int(a.nbytes), "shape": list(a.shape),
+                                 "dtype": _dtype_name(a.dtype)}
+            if index is not None:
+                e["index"] = index
+            seen = buffers.get(k)
+            if seen is not None and seen[0]() is root:
+                e["alias"] = seen[1]
+            else:
+                if len(buffers) >= _BUFFERS_MAX:
+                    buffers.clear()
+                here: dict[str, Any] = {"node": node.id, "role": role}
+                if index is not None:
+                    here["index"] = index
+                try:  # a held buffer keeps its id; the weak reference tells a later buffer at the same id apart
+                    buffers[k] = (weakref.ref(root), here)
+                except TypeError:  # an array type without weak references: no alias is reported for it
+                    pass
+            out.append(e)
+        return out
 
     def _forward_anomaly(self, op_name: str, node: Any, inputs: tuple, nan: int, inf: int) -> None:
         if self._anomalies >= self.anomalies_per_step:

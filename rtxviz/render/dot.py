@@ -39,6 +39,8 @@ class DotOptions:
     exploding: float = EXPLODING
     rankdir: str = "TB"
     legend: bool = True
+    #: label each edge with the shape (and dtype) of the tensor it carries: its source's output
+    show_shapes: bool = False
 
 
 def quote(text: object) -> str:
@@ -146,15 +148,33 @@ def _node_attrs(n: GNode, o: DotOptions) -> str:
             f"penwidth={pen}, tooltip={quote(tip)}")
 
 
-def _edge_attrs(e: GEdge, o: DotOptions) -> str:
+def edge_shape(src: GNode | None) -> str | None:
+    """What `show_shapes` writes on an edge: the shape its source produced, ``2×3``, or None when unknown (a
+    collapsed group's box carries no one shape).
+
+    >>> edge_shape(GNode("n1", "op", "matmul", (2, 3), "float32")), edge_shape(GNode("g", "group", "m", None))
+    ('2×3', None)
+    """
+    if src is None or src.shape is None or src.kind == "group":
+        return None
+    return "×".join(str(d) for d in src.shape) if src.shape else "scalar"
+
+
+def _edge_attrs(e: GEdge, o: DotOptions, src: GNode | None = None) -> str:
     parts = []
+    lines = []
+    shape = edge_shape(src) if o.show_shapes else None
+    if shape is not None:
+        lines.append(shape)
     if o.show_grads and e.grad is not None:
         status = e.grad.status(o.vanishing, o.exploding)
         colour = MARK[status][0]
-        label = fmt_norm(e.grad.norm) if status != "nonfinite" else "NaN/Inf"
-        parts += [f"label={quote(label)}", f"color={quote(colour)}", f"fontcolor={quote(colour)}"]
+        lines.append(fmt_norm(e.grad.norm) if status != "nonfinite" else "NaN/Inf")
+        parts += [f"color={quote(colour)}", f"fontcolor={quote(colour)}"]
         if status != "ok":
             parts.append("penwidth=2.5")
+    if lines:
+        parts.insert(0, f"label={quote(chr(10).join(lines))}")
     if e.count > 1:
         parts.append(f"taillabel={quote('×' + str(e.count))}")
     return ", ".join(parts)
@@ -229,7 +249,7 @@ def to_dot(model: GraphModel, show_grads: bool = True, show_saved: bool = False,
         if n.key not in drawn:
             out.append(f"  {quote(n.key)} [{_node_attrs(n, o)}];")
     for e in model.edges:
-        attrs = _edge_attrs(e, o)
+        attrs = _edge_attrs(e, o, model.nodes.get(e.src))
         out.append(f"  {quote(e.src)} -> {quote(e.dst)}" + (f" [{attrs}]" if attrs else "") + ";")
     if o.legend and o.show_grads:
         out.extend(_legend(o, any(n.grad_note == NOT_CAPTURED for n in model.nodes.values())))

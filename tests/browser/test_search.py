@@ -17,11 +17,30 @@ def classes(page) -> dict[str, list[str]]:
                          ".map(n => [n.dataset.key ?? n.dataset.vid, [...n.classList]]))")
 
 
+# Whether the search's overlay dims a node: the overlay shows, and the node's centre lies inside the filled area of
+# its dimming path (the browser's own hit test of the even-odd fill: a match is a hole in it)
+_COVERED = """() => {
+  const dim = document.querySelector('#search-dim'), marks = document.querySelector('svg#marks');
+  const on = getComputedStyle(marks).display !== 'none' && +getComputedStyle(dim).fillOpacity > 0.5;
+  return [...document.querySelectorAll('g.vnode')].map(n => {
+    const m = /translate\\(([-\\d.e]+),([-\\d.e]+)\\)/.exec(n.getAttribute('transform'));
+    const r = n.querySelector('rect.body');
+    const p = new DOMPoint(+m[1] + +r.getAttribute('width') / 2, +m[2] + +r.getAttribute('height') / 2);
+    return [n.dataset.key ?? n.dataset.vid, on && dim.isPointInFill(p), n.dataset.kind, n.dataset.vid];
+  });
+}"""
+
+
 def dimmed(page) -> set[str]:
-    """The drawn nodes (by key) that show faded: their computed opacity, what the page's stylesheet makes of them."""
-    return set(page.evaluate("() => [...document.querySelectorAll('g.vnode')]"
-                             ".filter(n => +getComputedStyle(n).opacity < 0.5)"
-                             ".map(n => n.dataset.key ?? n.dataset.vid)"))
+    """The drawn nodes (by key) that show faded: covered by the search's dimming overlay."""
+    return {k for k, covered, _, _ in page.evaluate(_COVERED) if covered}
+
+
+def matched(page) -> set[str]:
+    """The drawn nodes (by key) the search shows as matches: while it dims, the ones left clear of the dimming."""
+    rows = page.evaluate(_COVERED)
+    return {k for k, covered, _, _ in rows if not covered} if any(c for _, c, _, _ in rows) or page.evaluate(
+        "document.querySelector('svg#graph').classList.contains('searching')") else set()
 
 
 def expected_fc(events: list[dict]) -> int:
@@ -47,25 +66,26 @@ def test_search_highlights_matches_and_dims_the_rest(page, server):
     assert expected_fc(known_graph()) == 3
     page.wait_for_selector('#search-count[data-count="3"]')
     c = classes(page)
-    matched = {k for k, cl in c.items() if "match" in cl}
-    assert matched == {MATMUL, ADD, FC_BIAS}  # module model.fc (matmul, add) and the leaf named model.fc.bias
-    assert dimmed(page) == set(c) - matched
+    assert matched(page) == {MATMUL, ADD, FC_BIAS}  # module model.fc (matmul, add) and the leaf named model.fc.bias
+    assert dimmed(page) == set(c) - {MATMUL, ADD, FC_BIAS}
+    # the drawing itself is untouched by a plain search (its look is the overlay's): no element got a class
+    assert not any("match" in cl for cl in c.values())
     assert page.locator("#search-count").text_content() == "3 matches"
     # several words: all must match (op "add" in module model.fc)
     page.fill("#search", "FC add")
     page.wait_for_selector('#search-count[data-count="1"]')
-    assert {k for k, cl in classes(page).items() if "match" in cl} == {ADD}
+    assert matched(page) == {ADD}
     # a recomputed node is found by its op
     page.fill("#search", "relu")
     page.wait_for_selector('#search-count[data-count="1"]')
-    assert {k for k, cl in classes(page).items() if "match" in cl} == {RELU}
+    assert matched(page) == {RELU}
     page.fill("#search", "no-such-node")
     page.wait_for_selector('#search-count[data-count="0"]')
     assert page.locator("#search-count").text_content() == "no match"
     assert dimmed(page) == set(classes(page))
     page.press("#search", "Escape")  # clears: nothing dimmed any more
     page.wait_for_function("!document.querySelector('svg#graph').classList.contains('searching')")
-    assert not any("match" in cl for cl in classes(page).values()) and dimmed(page) == set()
+    assert matched(page) == set() and dimmed(page) == set()
     assert page.errors == []
 
 
@@ -129,8 +149,7 @@ def test_a_match_inside_a_collapsed_group_marks_the_group(page, server):
     page.wait_for_selector("#search-count[data-count]:not([data-count=''])")
     assert page.locator("#search-count").get_attribute("data-nodes") == str(
         len(want) + sum(e["kind"] == "leaf" and "layers.2.mlp" in (e.get("name") or "") for e in events))
-    marked = page.evaluate("() => [...document.querySelectorAll('g.vnode.match')].map(n => [n.dataset.vid,"
-                           " n.dataset.kind])")
+    marked = [(vid, kind) for _, covered, kind, vid in page.evaluate(_COVERED) if not covered]
     assert marked  # the module is collapsed within the budget of 100: its group (or the fold holding it) is marked
     assert all(kind in ("group", "fold") for _, kind in marked)
     rep = page.evaluate("k => window.__rtxviz.pane.vidOf(k)", f"model.layers.2.mlp|{want[0]['op']}|1")
