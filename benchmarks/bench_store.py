@@ -202,10 +202,13 @@ def fresh_database(url: str, name: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("parts", nargs="*", default=["store", "workers"], choices=["store", "workers"])
+    parser.add_argument("parts", nargs="*", metavar="store|workers", help="which parts (default: both)")
     parser.add_argument("--db", help="a PostgreSQL URL whose server may get new databases (default: start one)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    parts = args.parts or ["store", "workers"]
+    if set(parts) - {"store", "workers"}:
+        parser.error(f"parts are store and workers, got {parts}")
     url = args.db
     server = None
     if url is None:
@@ -219,9 +222,9 @@ def main() -> None:
     print(f"uptime: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (load 1, 5, 15 min); "
           f"{os.cpu_count()} CPUs")
     try:
-        if "store" in args.parts:
+        if "store" in parts:
             run_store(url, args.rounds)
-        if "workers" in args.parts:
+        if "workers" in parts:
             run_workers(url, args.rounds)
     finally:
         if server is not None:

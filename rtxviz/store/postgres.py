@@ -330,10 +330,18 @@ class PostgresStore:
         process commits (this store's own appends are left out: its caller has them already). Returns the
         function that stops it. After a lost connection it reconnects, then calls `reconnected()`: ranges
         committed while it was away were not announced, so the caller reads what it lacks from the store."""
-        listener = _Listener(self.url, self.origin, callback, reconnected)
+        listener = _Listener(self.url, self.origin, callback, reconnected, wake=self._wake)
         self._listeners.append(listener)
         listener.start()
         return listener.stop
+
+    def _wake(self, channel: str) -> None:
+        """Wake a listener waiting on `channel` (so that stopping takes a round trip, not its poll interval)."""
+        try:
+            with self._conn() as con:
+                con.execute("SELECT pg_notify(%s, '')", (channel,))
+        except Exception:  # the database is gone: the listener stops at its next poll anyway
+            pass
 
     def close(self) -> None:
         """Stop the listeners and close the pool."""
@@ -350,9 +358,11 @@ def _user_row(row: tuple[Any, ...]) -> UserRecord:
 class _Listener:
     """A thread that LISTENs on its own connection and hands other processes' ranges to a callback."""
 
-    def __init__(self, url: str, origin: str, callback: Notified,
-                 reconnected: Callable[[], None] | None = None) -> None:
+    def __init__(self, url: str, origin: str, callback: Notified, reconnected: Callable[[], None] | None = None,
+                 wake: Callable[[str], None] | None = None) -> None:
         self.url, self.origin, self.callback, self.reconnected = url, origin, callback, reconnected
+        self._wake = wake
+        self._wake_channel = f"rtxviz_stop_{secrets.token_hex(6)}"  # this listener's alone
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rtxviz-listen", daemon=True)
@@ -363,8 +373,12 @@ class _Listener:
         self._ready.wait(timeout)
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
+            if self._wake is not None:
+                self._wake(self._wake_channel)
             self._thread.join(5)
 
     def _run(self) -> None:
@@ -373,12 +387,15 @@ class _Listener:
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as con:
                     con.execute(f"LISTEN {CHANNEL}")
+                    con.execute(f"LISTEN {self._wake_channel}")
                     if self._ready.is_set() and self.reconnected is not None:
                         self._call(self.reconnected)
                     self._ready.set()
                     delay = 0.1
                     while not self._stop.is_set():
                         for note in con.notifies(timeout=0.5):
+                            if note.channel == self._wake_channel:
+                                break
                             self._deliver(note.payload)
             except psycopg.Error as exc:
                 if self._stop.is_set():

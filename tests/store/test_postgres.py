@@ -187,3 +187,15 @@ def test_listen_reconnects_after_a_lost_connection_and_says_so(url: str) -> None
     stop()
     here.close()
     there.close()
+
+
+def test_export_reads_a_run_from_a_postgresql_database(url: str, tmp_path) -> None:
+    store = open_store(url)
+    store.append("r", "demo", [("step_begin", 0, '{"v":1,"kind":"step_begin","t":0,"step":0}'), ev()])
+    store.close()
+    out = tmp_path / "r.jsonl"
+    done = subprocess.run([sys.executable, "-m", "rtxviz.cli", "export", "r", "--db", url, "--jsonl", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [e["kind"] for e in lines][-2:] == ["step_begin", "log"]
