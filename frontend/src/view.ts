@@ -278,10 +278,12 @@ export class GraphView {
     // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
     // a group flags how many of its members are in its worst class
     const word = GRAD_CLASSES[gc].word;
-    const badge = n?.error ? "error" : gvals && (gc === "ok" || gc === "zero") ? gvals :
+    // a value that went NaN/Inf in forward (no gradient came: detect_anomaly stopped the run) says so too
+    const forwardBad = !!n?.anomaly && gc === "none";
+    const badge = n?.error ? "error" : forwardBad ? GRAD_CLASSES.nonfinite.word : gvals && (gc === "ok" || gc === "zero") ? gvals :
       gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
     const colour = gradColor(grad);
-    const badgeColour = n?.error ? ERROR_COLOUR : colour;
+    const badgeColour = n?.error ? ERROR_COLOUR : forwardBad ? GRAD_CLASSES.nonfinite.colour : colour;
     const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}`;
     const posKey = `${p.x},${p.y}`;
     let el = this.nodes.get(it.vid);
@@ -317,7 +319,7 @@ export class GraphView {
     el.append(t1, t2, s("title", {}, tip));
     if (badge) {
       // above the node's top edge, so it never sits on the title
-      const bc = n?.error ? "error" : gc;
+      const bc = n?.error ? "error" : forwardBad ? "nonfinite" : gc;
       const bw = Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)); // numbers may need more room
       el.append(s("rect", { class: `badge badge-${bc}`, x: NODE_W + 4 - bw, y: -15, width: bw, height: 14, rx: 7, fill: badgeColour }));
       const txt = s("text", { class: `badge-text badge-${bc}`, x: NODE_W + 4 - bw / 2, y: -4.5 }, clip(badge, 24));

@@ -46,6 +46,8 @@ _now = time.time
 _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 #: per-step tables are cleared when they reach this size (a loop that never marks steps stays bounded)
 _TABLE_MAX = 1 << 16
+#: the recorders attached now, oldest first: rtxviz.torch.detect_anomaly reports what it finds to each
+ATTACHED: list[TorchRecorder] = []
 
 
 class _Label:
@@ -134,6 +136,7 @@ class TorchRecorder:
         self._recompute: int | None = None        # the segment being recomputed now
         self._forward_t: float | None = None      # forward time of the last labelled node the walk reported
         self._recomputed: set[int] = set()        # ids of recomputed nodes (this step)
+        self._graded: set[int] = set()            # ids of nodes whose grad event was sent (this step)
         self._before: dict[int, torch.Tensor] = {}  # id(param) -> its copy before the optimizer step
         self._no_grad_outputs: list[tuple[torch.Tensor, str, str | None]] = []  # reentrant checkpoint outputs
         self._segment_names: dict[Any, str] = {}  # reentrant checkpoint node -> the module it checkpoints
@@ -159,6 +162,7 @@ class TorchRecorder:
         self._mode = _Mode(self)
         self._mode.__enter__()
         self.attached = True
+        ATTACHED.append(self)
         return self
 
     def detach(self) -> None:
@@ -167,6 +171,8 @@ class TorchRecorder:
             return
         self.attached = False
         self.recording = False
+        if self in ATTACHED:
+            ATTACHED.remove(self)
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
             self._mode = None
@@ -196,6 +202,7 @@ class TorchRecorder:
         self._ids.clear()
         self._acc.clear()
         self._recomputed.clear()
+        self._graded.clear()
         self._recompute = None
         self._no_grad_outputs.clear()
         self._segment_names.clear()
@@ -388,6 +395,7 @@ class TorchRecorder:
                for i in keep]
         out = combine(outs) if outs else {"shape": [], "norm": 0.0, "min": None, "max": None}
         info["grad"], info["input_grads"] = out, ins
+        self._graded.add(nid)
         self._emit({"kind": "grad", "node": nid, "output": out, "inputs": ins})
 
     def _leaf_grad(self, lid: int, grad_inputs: tuple, grad_outputs: tuple) -> None:
@@ -410,6 +418,56 @@ class TorchRecorder:
     def _end_recompute(self) -> None:
         seg, self._recompute = self._recompute, None
         self._emit({"kind": "checkpoint", "phase": "recompute_end", "segment": seg})
+
+    # -- anomalies (what rtxviz.torch.detect_anomaly found) ----------------------------------------------------
+    def forward_anomaly(self, op: str, func: Any, bad: torch.Tensor, nan: int, inf: int, bad_inputs: list[int],
+                        site: Any) -> None:
+        """A forward op made NaN/Inf (`bad`, its output): report the graph up to it and an `anomaly` event on its
+        node, as an rtxviz run's hook does, naming the op, the module path and the user's file and line. The
+        graph is walked here because a torch run reports its nodes when backward starts, and this forward will
+        not reach a backward (detect_anomaly raises next)."""
+        if not self.recording:
+            return
+        self.label(bad, func)  # (a function mode above this recorder's saw the output first)
+        fn = bad.grad_fn
+        module = self._labels[fn].module if fn is not None and fn in self._labels else (
+            self._stack[-1] if self._stack else None)
+        nid = None
+        if fn is not None:
+            self._walk([fn])
+            nid = self._ids.get(fn)
+        where = f"node #{nid} " if nid is not None else ""
+        inside = f"in {module} " if module else ""
+        cause = f"passed on NaN/Inf from input(s) {bad_inputs}" if bad_inputs else (
+            f"produced {nan} NaN and {inf} Inf from finite inputs")
+        self._emit({"kind": "anomaly", "phase": "forward", "reason": "nonfinite", "op": op, "node": nid,
+                    "nan": nan, "inf": inf, "origin": not bad_inputs, "bad_inputs": bad_inputs,
+                    "message": f"{op} {where}{inside}{cause}{_at(site)}"[:2000]})
+
+    def backward_anomaly(self, node: int, op: str, grad_inputs: tuple, grad_outputs: tuple, bad: list[int],
+                         nan: int, inf: int, origin: bool, site: Any) -> None:
+        """The node whose Python id is `node` sent NaN/Inf gradients along inputs `bad`: its `grad` event (when
+        this recorder's own hook has not run yet: detect_anomaly's may run first, and raises), then an `anomaly`
+        event. (An id, as hooks hold no node; this step's table keeps its node alive, so the id is its own.)"""
+        if not self.recording:
+            return
+        fn = next((f for f in self._ids if id(f) == node), None)
+        if fn is None:
+            return
+        nid = self._ids[fn]
+        keep = tuple(i for i, (child, _) in enumerate(fn.next_functions) if child is not None)
+        if nid not in self._graded:
+            self._grad(nid, keep, fn.name() == REENTRANT_CHECKPOINT, fn.metadata.setdefault(METADATA_KEY, {}),
+                       grad_inputs, grad_outputs)
+        module = fn.metadata.get(METADATA_KEY, {}).get("module")
+        inside = f" in {module}" if module else ""
+        # PyTorch's input order (next_functions, None included) to the event's (the edges that exist)
+        edges = [keep.index(i) for i in bad if i in keep]
+        self._emit({"kind": "anomaly", "phase": "backward", "reason": "nonfinite", "op": op, "node": nid,
+                    "nan": nan, "inf": inf, "origin": origin, "bad_inputs": edges,
+                    "message": (f"backward of {op} node #{nid}{inside} produced NaN/Inf gradients for input(s) "
+                                f"{edges}" + (" from a finite output gradient" if origin else "")
+                                + _at(site, "forward at "))[:2000]})
 
     # -- the optimizer ---------------------------------------------------------------------------------------
     def _own(self, optimizer: Any) -> list:
@@ -456,6 +514,14 @@ class TorchRecorder:
         ev["t"] = _now() if t is None else t
         ev["step"] = self.step
         self.sink(ev)
+
+
+def _at(site: Any, what: str = "") -> str:
+    """`` (at model.py:12 (in forward): h = w * w)``: where in the user's code, for a message; "" if unknown."""
+    if site is None:
+        return ""
+    code = site.line
+    return f" ({what or 'at '}{site.short}{': ' + code if code else ''})"
 
 
 def _unpack(t: torch.Tensor) -> torch.Tensor:
