@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..summary import norm as summary_norm
 from .convert import as_numpy, combine, dtype_name, stats_of
@@ -97,6 +98,29 @@ class _Mode(TorchFunctionMode):
         return out
 
 
+class _Rerun(TorchDispatchMode):
+    """Pushed while a recorded backward runs: sees the ATen ops PyTorch runs inside it. Backward formulas run with
+    grad off (create_graph is false: this mode is not pushed otherwise); what runs with grad on is a forward
+    rerun inside backward, i.e. torch.utils.checkpoint recomputing a segment. Their outputs get their grad_fn
+    from autograd after this handler returns, so they are kept until the next op with grad off, and the nodes
+    behind them walked then (`TorchRecorder._flush_rerun`). A dispatch mode, not the function mode: PyTorch pops
+    function modes while it handles the backward call, and a plain function has no module hooks to see it by."""
+
+    def __init__(self, recorder: TorchRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        rec = self.recorder
+        if torch.is_grad_enabled():
+            if rec.recording:
+                rec._rerun.append((out, rec._stack[-1] if rec._stack else None))  # a module's rerun: its path
+        elif rec._rerun:
+            rec._flush_rerun()
+        return out
+
+
 class TorchRecorder:
     """Reports a PyTorch model's forward graph, backward gradients and optimizer updates to `sink`.
 
@@ -137,6 +161,7 @@ class TorchRecorder:
         self._forward_t: float | None = None      # forward time of the last labelled node the walk reported
         self._recomputed: set[int] = set()        # ids of recomputed nodes (this step)
         self._graded: set[int] = set()            # ids of nodes whose grad event was sent (this step)
+        self._rerun: list[tuple[Any, str | None]] = []  # (output, module path) of ops rerun in backward
         self._before: dict[int, torch.Tensor] = {}  # id(param) -> its copy before the optimizer step
         self._no_grad_outputs: list[tuple[torch.Tensor, str, str | None]] = []  # reentrant checkpoint outputs
         self._segment_names: dict[Any, str] = {}  # reentrant checkpoint node -> the module it checkpoints
@@ -271,13 +296,40 @@ class TorchRecorder:
                 refs.append({"node": self._ids[t.grad_fn]})
         self._emit({"kind": "backward_begin", "roots": refs, "create_graph": bool(kwargs.get("create_graph"))})
         self._in_backward += 1
+        rerun = _Rerun(self) if not _create_graph(func, args, kwargs) else None
         try:
-            return func(*args, **kwargs)
+            if rerun is None:
+                return func(*args, **kwargs)
+            with rerun:
+                return func(*args, **kwargs)
         finally:
             self._in_backward -= 1
+            if self._rerun:
+                self._flush_rerun()
             if not self._in_backward and self._recompute is not None:
                 self._end_recompute()
             self._emit({"kind": "backward_end"})
+
+    def _flush_rerun(self) -> None:
+        """The nodes behind the ops rerun in backward since the last flush, reported as recomputed: in the segment
+        open now (a checkpointed module's, opened by its hooks, or one opened by an earlier flush), or in a new one
+        (a checkpointed plain function, which nothing else sees). A flush comes at every op with grad off, which
+        includes the checkpoint's own saving in the middle of the rerun, so the segment stays open: it ends, as a
+        module's does, when the node whose backward asked for the recomputation has finished (`_grad`)."""
+        roots: dict[Any, str | None] = {}
+        for out, module in self._rerun:
+            for t in _tensors(out):
+                if t.grad_fn is not None and t.grad_fn not in self._ids:
+                    roots.setdefault(t.grad_fn, module)
+        self._rerun.clear()
+        if not roots:
+            return
+        if self._recompute is None:
+            seg = self._new_segment("checkpoint")
+            self._emit({"kind": "checkpoint", "phase": "end", "segment": seg, "ops": 0, "saved_bytes": 0})
+            self._begin_recompute(seg)
+        for fn, module in roots.items():  # in the order they ran: each after what it was computed from
+            self._walk([fn], default_module=module)
 
     def _walk(self, roots: list, default_module: str | None = None) -> None:
         """Report every node reachable from `roots` not reported yet, producers before their consumers."""
@@ -514,6 +566,14 @@ class TorchRecorder:
         ev["t"] = _now() if t is None else t
         ev["step"] = self.step
         self.sink(ev)
+
+
+def _create_graph(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether this backward call builds a graph of its own (its formulas then run with grad on)."""
+    if "create_graph" in kwargs:
+        return bool(kwargs["create_graph"])
+    at = 4 if func is torch.autograd.grad else 3  # (self|tensors, gradient, retain_graph, create_graph); grad: +1
+    return len(args) > at and bool(args[at])
 
 
 def _at(site: Any, what: str = "") -> str:
