@@ -169,6 +169,7 @@ class TorchRecorder:
         self._forward_t: float | None = None      # forward time of the last labelled node the walk reported
         self._recomputed: set[int] = set()        # ids of recomputed nodes (this step)
         self._graded: set[int] = set()            # ids of nodes whose grad event was sent (this step)
+        self._grad_norms: dict[int, tuple[int, int, float]] = {}  # id(param) -> (.grad's buffer, version, norm)
         self._rerun: list[tuple[Any, str | None]] = []  # (output, module path) of ops rerun in backward
         self._before: dict[int, torch.Tensor] = {}  # id(param) -> its copy before the optimizer step
         self._no_grad_outputs: list[tuple[torch.Tensor, str, str | None]] = []  # reentrant checkpoint outputs
@@ -218,6 +219,7 @@ class TorchRecorder:
         self.new_step(None)
         self._leaves.clear()
         self._before.clear()
+        self._grad_norms.clear()
 
     def __enter__(self) -> TorchRecorder:
         return self.attach()
@@ -447,7 +449,7 @@ class TorchRecorder:
             self._emit(ev)
         self._acc[fn] = lid
         fn.metadata[METADATA_KEY] = {"name": self._param_names.get(k)}
-        self._node_handles.append(fn.register_hook(partial(self._leaf_grad, lid)))
+        self._node_handles.append(fn.register_hook(partial(self._leaf_grad, lid, t)))
 
     # -- backward --------------------------------------------------------------------------------------------
     def _grad(self, nid: int, keep: tuple, checkpoint: bool, info: dict, grad_inputs: tuple,
@@ -465,9 +467,18 @@ class TorchRecorder:
         self._graded.add(nid)
         self._emit({"kind": "grad", "node": nid, "output": out, "inputs": ins})
 
-    def _leaf_grad(self, lid: int, grad_inputs: tuple, grad_outputs: tuple) -> None:
+    def _leaf_grad(self, lid: int, t: torch.Tensor, grad_inputs: tuple, grad_outputs: tuple) -> None:
         if self.recording and grad_outputs and grad_outputs[0] is not None:
-            self._emit({"kind": "leaf_grad", "leaf": lid, "stats": stats_of(grad_outputs[0], self.values_max_numel)})
+            g = grad_outputs[0]
+            stats = stats_of(g, self.values_max_numel)
+            # where .grad is this very buffer (AccumulateGrad took the gradient as .grad: no earlier one to add
+            # to), the optimizer's ‖grad‖ is this norm: kept, with .grad's buffer and version to check it by
+            pg = t.grad
+            if pg is not None and stats["norm"] is not None and pg.data_ptr() == g.data_ptr() and pg.shape == g.shape:
+                self._grad_norms[id(t)] = (pg.data_ptr(), pg._version, stats["norm"])
+            else:
+                self._grad_norms.pop(id(t), None)
+            self._emit({"kind": "leaf_grad", "leaf": lid, "stats": stats})
 
     def _checkpoint_pre(self, seg: int, grad_outputs: tuple) -> None:
         if self.recording and self._recompute is None:
@@ -569,7 +580,9 @@ class TorchRecorder:
                         continue  # a parameter this step's graph never reached
                     buf.sub_(p)  # -(the update)
                     un, pn = _norm(buf), _norm(p)
-                    rows.append({"leaf": lid, "name": self._param_names.get(id(p)), "grad_norm": _norm(p.grad),
+                    g, known = p.grad, self._grad_norms.pop(id(p), None)
+                    gn = known[2] if known is not None and known[:2] == (g.data_ptr(), g._version) else _norm(g)
+                    rows.append({"leaf": lid, "name": self._param_names.get(id(p)), "grad_norm": gn,
                                  "param_norm": pn, "update_norm": un,
                                  "update_ratio": None if un is None or not pn else un / pn})
             self._emit({"kind": "optimizer_step", "optimizer": type(optimizer).__name__, "params": rows})
