@@ -5,8 +5,28 @@ import type { RunEvent } from "./generated/events";
 
 /** What the host posts to the frame. */
 export type HostMessage =
-  | { rtxviz: "events"; events: RunEvent[] }
+  | { rtxviz: "events"; events: RunEvent[]; sent?: number; host?: number }
   | { rtxviz: "status"; text: string };
+
+/** One live batch's way to the frame, in seconds of the kernel's clock (Date.now() / 1000 here, the same clock on
+ * one machine): its oldest event made (`t`), sent by the kernel, received by the host page, by this frame; with
+ * its last seq, whose draw the frame's metrics.drawLog records. The latency's split (bench_notebook.py). */
+export interface BatchTimes { seq: number; n: number; t: number; sent: number | null; host: number | null; frame: number }
+
+/** The last batches' times (window.__rtxvizHosted), bounded. */
+export const batchTimes: BatchTimes[] = [];
+
+function logBatch(m: { events: RunEvent[]; sent?: number; host?: number }): void {
+  let t = Infinity, seq = 0;
+  for (const e of m.events) {
+    if (typeof e.t === "number" && e.t < t) t = e.t;
+    if (typeof e.seq === "number" && e.seq > seq) seq = e.seq;
+  }
+  if (!isFinite(t)) return;
+  batchTimes.push({ seq, n: m.events.length, t, sent: typeof m.sent === "number" ? m.sent : null,
+    host: typeof m.host === "number" ? m.host : null, frame: Date.now() / 1000 });
+  if (batchTimes.length > 5000) batchTimes.splice(0, batchTimes.length - 5000);
+}
 
 /** What the frame posts to the host: the height (CSS px) its page needs to show the whole graph. */
 export interface FrameSize { rtxviz: "size"; height: number }
@@ -56,9 +76,13 @@ export function listenToHost(onEvents: (evs: RunEvent[]) => void, onStatus: (tex
     if (e.source !== window.parent) return; // only the host posts batches
     const m = e.data as HostMessage | null;
     if (!m || typeof m !== "object") return;
-    if (m.rtxviz === "events" && Array.isArray(m.events)) onEvents(m.events);
+    if (m.rtxviz === "events" && Array.isArray(m.events)) {
+      logBatch(m);
+      onEvents(m.events);
+    }
     else if (m.rtxviz === "status" && typeof m.text === "string") onStatus(m.text);
   };
+  (window as unknown as { __rtxvizHosted: BatchTimes[] }).__rtxvizHosted = batchTimes;
   window.addEventListener("message", handler);
   const stopSize = reportSize();
   return () => { window.removeEventListener("message", handler); stopSize(); };

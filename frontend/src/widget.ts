@@ -22,7 +22,7 @@ export interface WidgetModel {
 }
 
 /** A batch message from the kernel (rtxviz/notebook/transport.py). */
-interface BatchContent { kind: "events"; first_seq: number; count: number; dropped: number }
+interface BatchContent { kind: "events"; first_seq: number; count: number; dropped: number; sent?: number }
 
 /** The events of a snapshot traitlet (`{"seqs": [...], "ndjson": "..."}`), each with its seq. */
 export function snapshotEvents(text: string): RunEvent[] {
@@ -114,7 +114,7 @@ function render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => v
     if (!evs.length) return;
     lastSeq = evs[evs.length - 1].seq ?? lastSeq;
     live = keepRecentSteps(live, evs);
-    post({ rtxviz: "events", events: evs });
+    post({ rtxviz: "events", events: evs, sent: content.sent, host: Date.now() / 1000 });
     if (content.dropped) post({ rtxviz: "status", text: `notebook view: ${content.dropped} event(s) dropped` });
   };
   const onFrame = (e: MessageEvent): void => {

@@ -94,6 +94,9 @@ class Seen:
     latencies: list[float] = field(default_factory=list)  # ms, every event: kernel time.time() to frame drawn
     errors: list[str] = field(default_factory=list)
     nodes_after_reload: list[list[str]] = field(default_factory=list)  # the same, once the frame loaded again
+    #: per live batch (src/hosted.ts BatchTimes): its oldest event's t, kernel send, host and frame receipt (s)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    draw_log: list[list[float]] = field(default_factory=list)  # [Date.now() ms, last seq drawn] per drawn frame
 
     def latency_summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies)
@@ -131,6 +134,9 @@ def run_notebook(browser: Any, lab: JupyterLab, name: str, last_step: int, min_n
                                     " n.querySelector('text.l1').textContent, n.dataset.gradClass,"
                                     " n.dataset.gradColor])")
         seen.latencies = frame.evaluate("window.__rtxviz.metrics.latencies")
+        seen.batches = frame.evaluate("window.__rtxvizHosted || []")
+        seen.draw_log = frame.evaluate("window.__rtxviz.metrics.drawLog.map(([p, s]) => [performance.timeOrigin + p,"
+                                       " s])")
         if screenshot is not None:
             page.screenshot(path=str(screenshot))
         if reload:
