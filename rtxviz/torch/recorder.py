@@ -149,6 +149,7 @@ class TorchRecorder:
         #: saving its inputs (non-reentrant), which marks the next backward as one that may recompute
         self.op_depth = 0
         self._checkpointed = False
+        self._backward_reported = False  # detect_anomaly reported what this backward raises for
         self._param_names: dict[int, str] = {}
         self._modules: list[tuple[torch.nn.Module, str]] = []
         if model is not None:
@@ -262,11 +263,13 @@ class TorchRecorder:
                                   self._stack[-1] if self._stack else None, out, self.pending_saved)
         self.pending_saved = 0
 
-    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+    def _pack(self, t: torch.Tensor) -> tuple[torch.Tensor, int]:
         self.pending_saved += t.element_size() * t.numel()
         if not self.op_depth:
             self._checkpointed = True  # saved by no torch call: a non-reentrant checkpoint saving its inputs
-        return t.detach()
+        # the version too: PyTorch checks a saved tensor's version only when no pack hook saves it, so without
+        # this a tensor modified in place after it was saved would give wrong gradients while watched
+        return t.detach(), t._version
 
     def _module_pre(self, path: str, module: Any, args: Any) -> None:
         self._stack.append(path)
@@ -313,11 +316,21 @@ class TorchRecorder:
         # node in the graph, or a non-reentrant one saving its inputs in forward
         checkpointed, self._checkpointed = self._checkpointed, False
         rerun = _Rerun(self) if checkpointed and not _create_graph(func, args, kwargs) else None
+        self._backward_reported = False
         try:
             if rerun is None:
                 return func(*args, **kwargs)
             with rerun:
                 return func(*args, **kwargs)
+        except Exception as exc:
+            # a backward that raised (a saved tensor modified in place, a hook's error): the error event an
+            # rtxviz run sends, so the page says the backward failed and lists why. PyTorch's message names
+            # the tensor, not the node that failed: no node here. What detect_anomaly found is reported already.
+            if self.recording and not self._backward_reported:
+                self._emit({"kind": "anomaly", "phase": "backward", "reason": "error", "op": "backward",
+                            "node": None, "nan": 0, "inf": 0, "origin": True, "bad_inputs": [],
+                            "message": f"{type(exc).__name__}: {exc}"[:2000]})
+            raise
         finally:
             self._in_backward -= 1
             if self._rerun:
@@ -541,6 +554,7 @@ class TorchRecorder:
         inside = f" in {module}" if module else ""
         # PyTorch's input order (next_functions, None included) to the event's (the edges that exist)
         edges = [keep.index(i) for i in bad if i in keep]
+        self._backward_reported = True
         self._emit({"kind": "anomaly", "phase": "backward", "reason": "nonfinite", "op": op, "node": nid,
                     "nan": nan, "inf": inf, "origin": origin, "bad_inputs": edges,
                     "message": (f"backward of {op} node #{nid}{inside} produced NaN/Inf gradients for input(s) "
@@ -612,7 +626,16 @@ def _at(site: Any, what: str = "") -> str:
     return f" ({what or 'at '}{site.short}{': ' + code if code else ''})"
 
 
-def _unpack(t: torch.Tensor) -> torch.Tensor:
+def _unpack(packed: tuple[torch.Tensor, int]) -> torch.Tensor:
+    """The saved tensor, if nothing wrote to it in place since it was saved; else PyTorch's own error (the
+    detached alias shares the tensor's version counter, so it sees every write)."""
+    t, version = packed
+    if t._version != version:
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[{t.type()} {list(t.shape)}] is at version {t._version}; expected version {version} instead "
+            "(rtxviz.torch reports the check PyTorch makes on saved tensors, which its saved-tensor hooks "
+            "turn off)")
     return t
 
 

@@ -101,3 +101,27 @@ def test_no_anomaly_events_without_detect_anomaly():
     with rt.record(None) as rec:
         (x.log() * 3).sum().backward()  # -Inf in forward, Inf in backward: nobody asked to check
     assert [e for e in rec.events if e["kind"] == "anomaly"] == []
+
+
+def test_a_backward_that_raises_is_an_error_event_before_its_end():
+    # PyTorch refuses a backward whose saved tensor was modified in place; the run says so, as an rtxviz run does
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError) as info, rt.record(None) as rec:
+        y = x.exp()
+        z = y * 2
+        y.add_(1)  # exp saved its output: backward can no longer use it
+        z.sum().backward()
+    for e in rec.events:
+        validate_event(e)
+    errors = [e for e in rec.events if e["kind"] == "anomaly"]
+    assert len(errors) == 1 and errors[0]["reason"] == "error"
+    assert errors[0]["message"] == f"RuntimeError: {info.value}"[:2000]
+    kinds = [e["kind"] for e in rec.events]
+    assert kinds.index("backward_begin") < kinds.index("anomaly") < kinds.index("backward_end")
+
+
+def test_detect_anomaly_in_backward_is_not_reported_twice():
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    with pytest.raises(AnomalyError), rt.record(None) as rec, rt.detect_anomaly(forward=False):
+        x.sqrt().sum().backward()
+    assert [e.get("reason") for e in rec.events if e["kind"] == "anomaly"] == ["nonfinite"]
