@@ -36,8 +36,9 @@ class JupyterLab:
         self.log = root.parent / f"jupyter{app}.log"
 
     def page_url(self, name: str) -> str:
-        """Where a notebook opens: JupyterLab's tree route, or Notebook 7's own notebook page."""
-        path = f"lab/tree/{name}" if self.app == "lab" else f"notebooks/{name}"
+        """Where a notebook opens: JupyterLab's tree route in a workspace of its own (a server shared by several
+        tests would otherwise reopen the notebooks earlier tests left open), or Notebook 7's own page."""
+        path = f"lab/workspaces/{Path(name).stem}/tree/{name}" if self.app == "lab" else f"notebooks/{name}"
         return f"{self.url}/{path}?token={self.token}"
 
     def start(self) -> JupyterLab:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from ..browser.shared_browser import acquire, missing, release
+from ..browser.shared_browser import acquire, release
 from .jupyterlab_server import WAIT_MS, JupyterLab
-from .test_jupyterlab import WIDGET_JS
 
 FIT_MIN, FIT_MAX = 320, 900  # frontend/src/widget.ts
 
@@ -40,21 +39,12 @@ BOXES = """() => [...document.querySelectorAll('.jp-Cell')].map(c => {
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    reason = missing() or (None if WIDGET_JS.is_file() else f"{WIDGET_JS} not built: run `make setup`")
-    if reason:
-        pytest.skip(reason)
-    root = tmp_path_factory.mktemp("lab-size") / "notebooks"
-    root.mkdir()
+def lab(jupyterlab):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(SMALL), nbformat.v4.new_code_cell(BIG)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "sizes.ipynb")
-    server = JupyterLab(root).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    nbformat.write(nb, jupyterlab.root / "sizes.ipynb")
+    return jupyterlab
 
 
 def _scale(frame) -> float:
