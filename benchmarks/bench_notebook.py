@@ -4,7 +4,8 @@
    headless Chromium: a cell runs micrograd's neuron under `rtxviz.watch(notebook=True)` for `--steps` steps, one
    every `--interval` seconds; the widget's frame records, in the animation frame that applied and drew each
    event, `Date.now()/1000 - ev.t` (`t`: the event's time.time() in the kernel, same machine clock). p50/p95/max
-   over every event of the run.
+   over every event of the run, and per batch where its time went (`split`: the kernel's queue, the trip to
+   the notebook page, the postMessage to the frame, the frame's draw).
 2. the kernel's share, no browser: the same steps under the same emitter and WidgetTransport, with a channel
    that stamps the time each batch is handed to the comm: `send time - ev.t` per event.
 
@@ -40,6 +41,26 @@ def percentiles(values: list[float]) -> dict[str, float]:
             "max_ms": round(v[-1], 1)}
 
 
+def split(batches: list[dict], draw_log: list[list[float]]) -> dict:
+    """Where each live batch's time went, from its oldest event: `queue` (made to sent by the kernel: the
+    emitter's queue and flush interval), `transit` (kernel to the host page: IOPub, the Jupyter server, its
+    websocket, the widget manager), `post` (host page to the frame: postMessage), `draw` (frame receipt to the
+    animation frame that drew its last event: waiting for the frame, applying, drawing)."""
+    parts: dict[str, list[float]] = {"queue": [], "transit": [], "post": [], "draw": []}
+    drawn = sorted(draw_log, key=lambda d: d[0])
+    for b in batches:
+        if b.get("sent") is None or b.get("host") is None:
+            continue
+        at = next((ms / 1000 for ms, seq in drawn if seq >= b["seq"] and ms / 1000 >= b["frame"] - 0.001), None)
+        if at is None:
+            continue
+        parts["queue"].append((b["sent"] - b["t"]) * 1000)
+        parts["transit"].append((b["host"] - b["sent"]) * 1000)
+        parts["post"].append((b["frame"] - b["host"]) * 1000)
+        parts["draw"].append((at - b["frame"]) * 1000)
+    return {k: percentiles(v) for k, v in parts.items() if v}
+
+
 def in_jupyterlab(steps: int, interval: float) -> dict:
     code = f"STEPS = {steps}\n" + NEURON.replace("time.sleep(0.1)", f"time.sleep({interval})")
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,7 +77,7 @@ def in_jupyterlab(steps: int, interval: float) -> dict:
         finally:
             release()
             lab.stop()
-    return percentiles(seen.latencies)
+    return {**percentiles(seen.latencies), "split_per_batch": split(seen.batches, seen.draw_log)}
 
 
 def kernel_side(steps: int, interval: float) -> dict:

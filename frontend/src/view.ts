@@ -495,10 +495,12 @@ export class GraphView {
     // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
     // a group flags how many of its members are in its worst class
     const word = GRAD_CLASSES[gc].word;
-    const badge = n?.error ? "error" : gvals && (gc === "ok" || gc === "zero") ? gvals :
+    // a value that went NaN/Inf in forward (no gradient came: detect_anomaly stopped the run) says so too
+    const forwardBad = !!n?.anomaly && gc === "none";
+    const badge = n?.error ? "error" : forwardBad ? GRAD_CLASSES.nonfinite.word : gvals && (gc === "ok" || gc === "zero") ? gvals :
       gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
     const colour = gradColor(grad);
-    const badgeColour = n?.error ? ERROR_COLOUR : colour;
+    const badgeColour = n?.error ? ERROR_COLOUR : forwardBad ? GRAD_CLASSES.nonfinite.colour : colour;
     const saved = this.savedBytesOf && (it.type !== "node" || n?.kind === "op") ? this.savedBytesOf(it) : null;
     const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}|${saved}`;
     const posKey = `${p.x},${p.y}`;
@@ -524,7 +526,7 @@ export class GraphView {
     el.setAttribute("data-kind", kind);
     if (n) el.setAttribute("data-key", n.key); else el.removeAttribute("data-key");
     if (numbers) el.setAttribute("data-numbers", "1"); else if (el.hasAttribute("data-numbers")) el.removeAttribute("data-numbers");
-    const bc = n?.error ? "error" : gc;
+    const bc = n?.error ? "error" : forwardBad ? "nonfinite" : gc;
     drawNodeParts(el, {
       rx: n && n.kind !== "op" ? 20 : 6, stroke: colour, strokeWidth: gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
       dashed: gc === "none", group: it.type !== "node", recomputed: !!n?.recomputed,

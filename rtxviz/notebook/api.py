@@ -34,16 +34,24 @@ def _cell_id() -> str | None:
     return str(cell) if cell else None
 
 
-def new_widget(run_name: str = "", height: int = 560, display: bool = True) -> Any:
-    """A fresh viewer widget, displayed in the current cell's output (replacing the one this cell made before)."""
+def new_widget(run_name: str = "", height: int | None = None, display: bool = True) -> Any:
+    """A fresh viewer widget, displayed in the current cell's output (replacing the one this cell made before).
+
+    height: pixels; None keeps the size of the view this cell made before (the user may have dragged it), else
+    fits the graph (0)."""
     from .widget import ViewerWidget
 
-    widget = ViewerWidget(run_name=run_name, height=height)
+    if height is not None and (not isinstance(height, int) or height < 0):
+        raise ValueError(f"rtxviz.notebook: height must be a number of pixels >= 0 (0: fit the graph), got "
+                         f"{height!r}")
     cell = _cell_id()
+    old = _BY_CELL.pop(cell, None) if cell is not None else None
+    if height is None:
+        height = old.height if old is not None else 0
+    widget = ViewerWidget(run_name=run_name, height=height)
+    if old is not None:
+        old.close()  # its comm closes; the kernel holds nothing more of it
     if cell is not None:
-        old = _BY_CELL.pop(cell, None)
-        if old is not None:
-            old.close()  # its comm closes; the kernel holds nothing more of it
         _BY_CELL[cell] = widget
     if display:
         from IPython.display import display as ipy_display
@@ -53,12 +61,13 @@ def new_widget(run_name: str = "", height: int = 560, display: bool = True) -> A
 
 
 def watch(url: str | None = None, run_name: str | None = None, *args: Any, notebook: bool = False,
-          height: int = 560, display: bool = True, **options: Any) -> emitter.Run:
+          height: int | None = None, display: bool = True, **options: Any) -> emitter.Run:
     """Watch the engine; with ``notebook=True`` the live view is a widget in this cell (no server, no URL).
 
     The notebook run is the emitter's `Run` (the same bounded queue and drop rules: a slow or absent front end
     never stalls training) with a transport that sends each batch over the widget's comm; `run.widget` is the
-    widget. Without `notebook=True` this is `rtxviz.events.watch(url, ...)`.
+    widget. Without `notebook=True` this is `rtxviz.events.watch(url, ...)`. height: pixels (0: fit the graph;
+    None: the size this cell's view had before, else fit); the user can resize the view by its corner.
 
     >>> import rtxviz
     >>> with rtxviz.watch(notebook=True, run_name="demo", display=False) as run:
@@ -82,10 +91,11 @@ def watch(url: str | None = None, run_name: str | None = None, *args: Any, noteb
     return run
 
 
-def show(obj: Any, height: int = 560, display: bool = True) -> Any | None:
+def show(obj: Any, height: int | None = None, display: bool = True) -> Any | None:
     """Display the live view of `obj`: a run from `watch(notebook=True)` (its widget, shown again), or a
     Variable (its recorded graph, with the gradients backward left on it, drawn by the same app).
     Returns None once displayed (a cell's last line shows it once), or, with ``display=False``, the widget.
+    height: pixels (0: fit the graph; None: the size this cell's view had before, else fit).
 
     >>> import rtxviz
     >>> x = rtxviz.Variable.from_tensor(rtxviz.Tensor.from_slice([1.0, -2.0], [2]), name="x")
@@ -111,9 +121,16 @@ def show(obj: Any, height: int = 560, display: bool = True) -> Any | None:
                         f"{type(obj).__name__}")
     from .replay import graph_events
 
-    widget = new_widget(getattr(obj, "name", None) or "graph", height=height, display=display)
+    # the graph goes into the snapshot before the widget is displayed: events sent over the comm before the
+    # front end has drawn the view would be lost (it reads the snapshot when it renders)
+    widget = new_widget(getattr(obj, "name", None) or "graph", height=height, display=False)
     transport = widget.transport()
     lines = [emitter.encode_event(ev) for ev in graph_events(obj)]
     transport.send(None, lines, 0)
     transport.close()
-    return None if display else widget
+    if not display:
+        return widget
+    from IPython.display import display as ipy_display
+
+    ipy_display(widget)
+    return None

@@ -5,7 +5,8 @@ rtxviz/web/static). It mounts the same app as `rtxviz serve`'s page in a frame s
 `snapshot` it finds in the widget state, then the live batches `WidgetTransport` sends.
 
 Synced state (saved with the notebook when JupyterLab saves widget state, and embedded by nbconvert's HTML
-exporter): `snapshot` (the last graph's events, compact), `run_name`, `height` (pixels).
+exporter): `snapshot` (the last graph's events, compact), `run_name`, `height` (pixels; 0: the view fits its graph,
+between 320 and 900 px; the user's drag on the view's corner sets it, and the kernel keeps it).
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ class ViewerWidget(anywidget.AnyWidget):
 
     >>> w = ViewerWidget(run_name="demo")
     >>> w.run_name, w.height, w.snapshot
-    ('demo', 560, '')
+    ('demo', 0, '')
     """
 
     _esm = traitlets.Unicode("").tag(sync=True)  # set in __init__: the file is read when a widget is made
     snapshot = traitlets.Unicode("").tag(sync=True)
     run_name = traitlets.Unicode("").tag(sync=True)
-    height = traitlets.Int(560).tag(sync=True)
+    height = traitlets.Int(0).tag(sync=True)  # 0: fit the graph
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(_esm=_esm(), **kwargs)

@@ -28,7 +28,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..debug import AnomalyError, Site
 from .names import ACCUMULATE_GRAD, op_from_function, op_from_grad_fn
-from .recorder import _BACKWARDS, _tensors
+from .recorder import _BACKWARDS, ATTACHED, _tensors
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _RTXVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,8 +96,8 @@ class _AnomalyMode(TorchFunctionMode):
                 if t.is_floating_point() or t.is_complex():
                     nan, inf = _counts(t)
                     if nan or inf:
-                        owner.forward_anomaly(op_from_function(getattr(func, "__name__", "op")), args, kwargs, nan,
-                                              inf)
+                        owner.forward_anomaly(op_from_function(getattr(func, "__name__", "op")), func, t, args,
+                                              kwargs, nan, inf)
         site = None
         for t in _tensors(out):
             if t.grad_fn is not None and t.grad_fn not in owner.sites:
@@ -135,10 +135,15 @@ class detect_anomaly:
         self._hooked.clear()
         self.sites.clear()
 
-    def forward_anomaly(self, op: str, args: tuple, kwargs: dict, nan: int, inf: int) -> None:
+    def forward_anomaly(self, op: str, func: Any, out: torch.Tensor, args: tuple, kwargs: dict, nan: int,
+                        inf: int) -> None:
+        """Raise AnomalyError for `out`, made by `func` with NaN/Inf; watched runs are told first (their page
+        marks the node and lists the message)."""
         site = user_site()
         ins = [_stats(a) for a in (*args, *kwargs.values())]
         bad = [i for i, s in enumerate(ins) if s is not None and (s["nan"] or s["inf"])]
+        for rec in ATTACHED:
+            rec.forward_anomaly(op, func, out, nan, inf, bad, site)
         where = f" at {site.short}" if site is not None else ""
         cause = (f"from input(s) {bad} that already held NaN/Inf" if bad else "from finite inputs")
         code = f"\n    {site.line}" if site is not None and site.line else ""
@@ -155,10 +160,12 @@ class detect_anomaly:
             seen.add(fn)
             if fn.name() != ACCUMULATE_GRAD:
                 op, site = self.sites.get(fn, (op_from_grad_fn(fn.name()), None))
-                self._handles.append(fn.register_hook(partial(self._check_grads, op, site, fn.name())))
+                # the node's id, not the node: the node holds its hooks (a cycle C++ keeps alive); nodes cannot
+                # be weakly referenced
+                self._handles.append(fn.register_hook(partial(self._check_grads, op, site, fn.name(), id(fn))))
             todo.extend(c for c, _ in fn.next_functions if c is not None)
 
-    def _check_grads(self, op: str, site: Site | None, grad_fn: str, grad_inputs: tuple,
+    def _check_grads(self, op: str, site: Site | None, grad_fn: str, node: int, grad_inputs: tuple,
                      grad_outputs: tuple) -> None:
         bad = []
         nan = inf = 0
@@ -171,6 +178,8 @@ class detect_anomaly:
         if not bad:
             return
         outs_bad = any(g is not None and g.is_floating_point() and any(_counts(g)) for g in grad_outputs)
+        for rec in ATTACHED:
+            rec.backward_anomaly(node, op, grad_inputs, grad_outputs, bad, nan, inf, not outs_bad, site)
         where = f" (forward at {site.short})" if site is not None else ""
         cause = "from a NaN/Inf output gradient" if outs_bad else "from a finite output gradient"
         msg = (f"detect_anomaly: backward of {op} ({grad_fn}){where} produced {nan} NaN and {inf} Inf gradients "

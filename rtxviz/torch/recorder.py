@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..summary import norm as summary_norm
 from .convert import as_numpy, combine, dtype_name, stats_of
@@ -46,6 +47,8 @@ _now = time.time
 _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 #: per-step tables are cleared when they reach this size (a loop that never marks steps stays bounded)
 _TABLE_MAX = 1 << 16
+#: the recorders attached now, oldest first: rtxviz.torch.detect_anomaly reports what it finds to each
+ATTACHED: list[TorchRecorder] = []
 
 
 class _Label:
@@ -77,7 +80,11 @@ class _Mode(TorchFunctionMode):
         if func in _BACKWARDS:
             return rec.run_backward(func, args, kwargs) if rec.recording else func(*args, **kwargs)
         rec.pending_saved = 0
-        out = func(*args, **kwargs)
+        rec.op_depth += 1
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            rec.op_depth -= 1
         if rec.auto_begin is not None and any(t.grad_fn is not None for t in _tensors(out)):
             rec.auto_begin()  # the first op of the next step's graph: an inferred step begins
         if not rec.recording:
@@ -92,6 +99,29 @@ class _Mode(TorchFunctionMode):
                     for p in o:
                         if isinstance(p, torch.Tensor):
                             rec.label(p, func)
+        return out
+
+
+class _Rerun(TorchDispatchMode):
+    """Pushed while a recorded backward runs: sees the ATen ops PyTorch runs inside it. Backward formulas run with
+    grad off (create_graph is false: this mode is not pushed otherwise); what runs with grad on is a forward
+    rerun inside backward, i.e. torch.utils.checkpoint recomputing a segment. Their outputs get their grad_fn
+    from autograd after this handler returns, so they are kept until the next op with grad off, and the nodes
+    behind them walked then (`TorchRecorder._flush_rerun`). A dispatch mode, not the function mode: PyTorch pops
+    function modes while it handles the backward call, and a plain function has no module hooks to see it by."""
+
+    def __init__(self, recorder: TorchRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        rec = self.recorder
+        if torch.is_grad_enabled():
+            if rec.recording:
+                rec._rerun.append((out, rec._stack[-1] if rec._stack else None))  # a module's rerun: its path
+        elif rec._rerun:
+            rec._flush_rerun()
         return out
 
 
@@ -115,6 +145,11 @@ class TorchRecorder:
         #: called after an optimizer step over this model's parameters (watch ends an inferred step there)
         self.on_optimizer_step: Callable[[], None] | None = None
         self.pending_saved = 0
+        #: torch calls running now (the function mode's); a tensor saved outside any is torch.utils.checkpoint
+        #: saving its inputs (non-reentrant), which marks the next backward as one that may recompute
+        self.op_depth = 0
+        self._checkpointed = False
+        self._backward_reported = False  # detect_anomaly reported what this backward raises for
         self._param_names: dict[int, str] = {}
         self._modules: list[tuple[torch.nn.Module, str]] = []
         if model is not None:
@@ -134,6 +169,9 @@ class TorchRecorder:
         self._recompute: int | None = None        # the segment being recomputed now
         self._forward_t: float | None = None      # forward time of the last labelled node the walk reported
         self._recomputed: set[int] = set()        # ids of recomputed nodes (this step)
+        self._graded: set[int] = set()            # ids of nodes whose grad event was sent (this step)
+        self._grad_norms: dict[int, tuple[int, int, float]] = {}  # id(param) -> (.grad's buffer, version, norm)
+        self._rerun: list[tuple[Any, str | None]] = []  # (output, module path) of ops rerun in backward
         self._before: dict[int, torch.Tensor] = {}  # id(param) -> its copy before the optimizer step
         self._no_grad_outputs: list[tuple[torch.Tensor, str, str | None]] = []  # reentrant checkpoint outputs
         self._segment_names: dict[Any, str] = {}  # reentrant checkpoint node -> the module it checkpoints
@@ -159,6 +197,7 @@ class TorchRecorder:
         self._mode = _Mode(self)
         self._mode.__enter__()
         self.attached = True
+        ATTACHED.append(self)
         return self
 
     def detach(self) -> None:
@@ -167,6 +206,8 @@ class TorchRecorder:
             return
         self.attached = False
         self.recording = False
+        if self in ATTACHED:
+            ATTACHED.remove(self)
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
             self._mode = None
@@ -179,6 +220,7 @@ class TorchRecorder:
         self.new_step(None)
         self._leaves.clear()
         self._before.clear()
+        self._grad_norms.clear()
 
     def __enter__(self) -> TorchRecorder:
         return self.attach()
@@ -196,6 +238,7 @@ class TorchRecorder:
         self._ids.clear()
         self._acc.clear()
         self._recomputed.clear()
+        self._graded.clear()
         self._recompute = None
         self._no_grad_outputs.clear()
         self._segment_names.clear()
@@ -220,9 +263,13 @@ class TorchRecorder:
                                   self._stack[-1] if self._stack else None, out, self.pending_saved)
         self.pending_saved = 0
 
-    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+    def _pack(self, t: torch.Tensor) -> tuple[torch.Tensor, int]:
         self.pending_saved += t.element_size() * t.numel()
-        return t.detach()
+        if not self.op_depth:
+            self._checkpointed = True  # saved by no torch call: a non-reentrant checkpoint saving its inputs
+        # the version too: PyTorch checks a saved tensor's version only when no pack hook saves it, so without
+        # this a tensor modified in place after it was saved would give wrong gradients while watched
+        return t.detach(), t._version
 
     def _module_pre(self, path: str, module: Any, args: Any) -> None:
         self._stack.append(path)
@@ -264,13 +311,54 @@ class TorchRecorder:
                 refs.append({"node": self._ids[t.grad_fn]})
         self._emit({"kind": "backward_begin", "roots": refs, "create_graph": bool(kwargs.get("create_graph"))})
         self._in_backward += 1
+        # the rerun watch costs on every op of the backward (a Python call each, and PyTorch's fast paths off:
+        # +24% on resnet18's backward measured), so it runs only where a checkpoint was seen: a reentrant one's
+        # node in the graph, or a non-reentrant one saving its inputs in forward
+        checkpointed, self._checkpointed = self._checkpointed, False
+        rerun = _Rerun(self) if checkpointed and not _create_graph(func, args, kwargs) else None
+        self._backward_reported = False
         try:
-            return func(*args, **kwargs)
+            if rerun is None:
+                return func(*args, **kwargs)
+            with rerun:
+                return func(*args, **kwargs)
+        except Exception as exc:
+            # a backward that raised (a saved tensor modified in place, a hook's error): the error event an
+            # rtxviz run sends, so the page says the backward failed and lists why. PyTorch's message names
+            # the tensor, not the node that failed: no node here. What detect_anomaly found is reported already.
+            if self.recording and not self._backward_reported:
+                self._emit({"kind": "anomaly", "phase": "backward", "reason": "error", "op": "backward",
+                            "node": None, "nan": 0, "inf": 0, "origin": True, "bad_inputs": [],
+                            "message": f"{type(exc).__name__}: {exc}"[:2000]})
+            raise
         finally:
             self._in_backward -= 1
+            if self._rerun:
+                self._flush_rerun()
             if not self._in_backward and self._recompute is not None:
                 self._end_recompute()
             self._emit({"kind": "backward_end"})
+
+    def _flush_rerun(self) -> None:
+        """The nodes behind the ops rerun in backward since the last flush, reported as recomputed: in the segment
+        open now (a checkpointed module's, opened by its hooks, or one opened by an earlier flush), or in a new one
+        (a checkpointed plain function, which nothing else sees). A flush comes at every op with grad off, which
+        includes the checkpoint's own saving in the middle of the rerun, so the segment stays open: it ends, as a
+        module's does, when the node whose backward asked for the recomputation has finished (`_grad`)."""
+        roots: dict[Any, str | None] = {}
+        for out, module in self._rerun:
+            for t in _tensors(out):
+                if t.grad_fn is not None and t.grad_fn not in self._ids:
+                    roots.setdefault(t.grad_fn, module)
+        self._rerun.clear()
+        if not roots:
+            return
+        if self._recompute is None:
+            seg = self._new_segment("checkpoint")
+            self._emit({"kind": "checkpoint", "phase": "end", "segment": seg, "ops": 0, "saved_bytes": 0})
+            self._begin_recompute(seg)
+        for fn, module in roots.items():  # in the order they ran: each after what it was computed from
+            self._walk([fn], default_module=module)
 
     def _walk(self, roots: list, default_module: str | None = None) -> None:
         """Report every node reachable from `roots` not reported yet, producers before their consumers."""
@@ -327,6 +415,7 @@ class TorchRecorder:
         checkpoint = grad_fn_name == REENTRANT_CHECKPOINT
         seg = None
         if checkpoint:
+            self._checkpointed = True  # its backward reruns the segment: the rerun watch is needed
             op = "checkpoint"
             seg = self._new_segment(self._segment_names.pop(fn, "") or module or "checkpoint")
         ev: dict[str, Any] = {"kind": "node", "id": nid, "op": op, "inputs": refs, "shape": shape, "dtype": dtype,
@@ -373,7 +462,7 @@ class TorchRecorder:
             self._emit(ev)
         self._acc[fn] = lid
         fn.metadata[METADATA_KEY] = {"name": self._param_names.get(k)}
-        self._node_handles.append(fn.register_hook(partial(self._leaf_grad, lid)))
+        self._node_handles.append(fn.register_hook(partial(self._leaf_grad, lid, t)))
 
     # -- backward --------------------------------------------------------------------------------------------
     def _grad(self, nid: int, keep: tuple, checkpoint: bool, info: dict, grad_inputs: tuple,
@@ -388,11 +477,21 @@ class TorchRecorder:
                for i in keep]
         out = combine(outs) if outs else {"shape": [], "norm": 0.0, "min": None, "max": None}
         info["grad"], info["input_grads"] = out, ins
+        self._graded.add(nid)
         self._emit({"kind": "grad", "node": nid, "output": out, "inputs": ins})
 
-    def _leaf_grad(self, lid: int, grad_inputs: tuple, grad_outputs: tuple) -> None:
+    def _leaf_grad(self, lid: int, t: torch.Tensor, grad_inputs: tuple, grad_outputs: tuple) -> None:
         if self.recording and grad_outputs and grad_outputs[0] is not None:
-            self._emit({"kind": "leaf_grad", "leaf": lid, "stats": stats_of(grad_outputs[0], self.values_max_numel)})
+            g = grad_outputs[0]
+            stats = stats_of(g, self.values_max_numel)
+            # where .grad is this very buffer (AccumulateGrad took the gradient as .grad: no earlier one to add
+            # to), the optimizer's ‖grad‖ is this norm: kept, with .grad's buffer and version to check it by
+            pg = t.grad
+            if pg is not None and stats["norm"] is not None and pg.data_ptr() == g.data_ptr() and pg.shape == g.shape:
+                self._grad_norms[id(t)] = (pg.data_ptr(), pg._version, stats["norm"])
+            else:
+                self._grad_norms.pop(id(t), None)
+            self._emit({"kind": "leaf_grad", "leaf": lid, "stats": stats})
 
     def _checkpoint_pre(self, seg: int, grad_outputs: tuple) -> None:
         if self.recording and self._recompute is None:
@@ -410,6 +509,57 @@ class TorchRecorder:
     def _end_recompute(self) -> None:
         seg, self._recompute = self._recompute, None
         self._emit({"kind": "checkpoint", "phase": "recompute_end", "segment": seg})
+
+    # -- anomalies (what rtxviz.torch.detect_anomaly found) ----------------------------------------------------
+    def forward_anomaly(self, op: str, func: Any, bad: torch.Tensor, nan: int, inf: int, bad_inputs: list[int],
+                        site: Any) -> None:
+        """A forward op made NaN/Inf (`bad`, its output): report the graph up to it and an `anomaly` event on its
+        node, as an rtxviz run's hook does, naming the op, the module path and the user's file and line. The
+        graph is walked here because a torch run reports its nodes when backward starts, and this forward will
+        not reach a backward (detect_anomaly raises next)."""
+        if not self.recording:
+            return
+        self.label(bad, func)  # (a function mode above this recorder's saw the output first)
+        fn = bad.grad_fn
+        module = self._labels[fn].module if fn is not None and fn in self._labels else (
+            self._stack[-1] if self._stack else None)
+        nid = None
+        if fn is not None:
+            self._walk([fn])
+            nid = self._ids.get(fn)
+        where = f"node #{nid} " if nid is not None else ""
+        inside = f"in {module} " if module else ""
+        cause = f"passed on NaN/Inf from input(s) {bad_inputs}" if bad_inputs else (
+            f"produced {nan} NaN and {inf} Inf from finite inputs")
+        self._emit({"kind": "anomaly", "phase": "forward", "reason": "nonfinite", "op": op, "node": nid,
+                    "nan": nan, "inf": inf, "origin": not bad_inputs, "bad_inputs": bad_inputs,
+                    "message": f"{op} {where}{inside}{cause}{_at(site)}"[:2000]})
+
+    def backward_anomaly(self, node: int, op: str, grad_inputs: tuple, grad_outputs: tuple, bad: list[int],
+                         nan: int, inf: int, origin: bool, site: Any) -> None:
+        """The node whose Python id is `node` sent NaN/Inf gradients along inputs `bad`: its `grad` event (when
+        this recorder's own hook has not run yet: detect_anomaly's may run first, and raises), then an `anomaly`
+        event. (An id, as hooks hold no node; this step's table keeps its node alive, so the id is its own.)"""
+        if not self.recording:
+            return
+        fn = next((f for f in self._ids if id(f) == node), None)
+        if fn is None:
+            return
+        nid = self._ids[fn]
+        keep = tuple(i for i, (child, _) in enumerate(fn.next_functions) if child is not None)
+        if nid not in self._graded:
+            self._grad(nid, keep, fn.name() == REENTRANT_CHECKPOINT, fn.metadata.setdefault(METADATA_KEY, {}),
+                       grad_inputs, grad_outputs)
+        module = fn.metadata.get(METADATA_KEY, {}).get("module")
+        inside = f" in {module}" if module else ""
+        # PyTorch's input order (next_functions, None included) to the event's (the edges that exist)
+        edges = [keep.index(i) for i in bad if i in keep]
+        self._backward_reported = True
+        self._emit({"kind": "anomaly", "phase": "backward", "reason": "nonfinite", "op": op, "node": nid,
+                    "nan": nan, "inf": inf, "origin": origin, "bad_inputs": edges,
+                    "message": (f"backward of {op} node #{nid}{inside} produced NaN/Inf gradients for input(s) "
+                                f"{edges}" + (" from a finite output gradient" if origin else "")
+                                + _at(site, "forward at "))[:2000]})
 
     # -- the optimizer ---------------------------------------------------------------------------------------
     def _own(self, optimizer: Any) -> list:
@@ -444,7 +594,9 @@ class TorchRecorder:
                         continue  # a parameter this step's graph never reached
                     buf.sub_(p)  # -(the update)
                     un, pn = _norm(buf), _norm(p)
-                    rows.append({"leaf": lid, "name": self._param_names.get(id(p)), "grad_norm": _norm(p.grad),
+                    g, known = p.grad, self._grad_norms.pop(id(p), None)
+                    gn = known[2] if known is not None and known[:2] == (g.data_ptr(), g._version) else _norm(g)
+                    rows.append({"leaf": lid, "name": self._param_names.get(id(p)), "grad_norm": gn,
                                  "param_norm": pn, "update_norm": un,
                                  "update_ratio": None if un is None or not pn else un / pn})
             self._emit({"kind": "optimizer_step", "optimizer": type(optimizer).__name__, "params": rows})
@@ -458,7 +610,32 @@ class TorchRecorder:
         self.sink(ev)
 
 
-def _unpack(t: torch.Tensor) -> torch.Tensor:
+def _create_graph(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether this backward call builds a graph of its own (its formulas then run with grad on)."""
+    if "create_graph" in kwargs:
+        return bool(kwargs["create_graph"])
+    at = 4 if func is torch.autograd.grad else 3  # (self|tensors, gradient, retain_graph, create_graph); grad: +1
+    return len(args) > at and bool(args[at])
+
+
+def _at(site: Any, what: str = "") -> str:
+    """`` (at model.py:12 (in forward): h = w * w)``: where in the user's code, for a message; "" if unknown."""
+    if site is None:
+        return ""
+    code = site.line
+    return f" ({what or 'at '}{site.short}{': ' + code if code else ''})"
+
+
+def _unpack(packed: tuple[torch.Tensor, int]) -> torch.Tensor:
+    """The saved tensor, if nothing wrote to it in place since it was saved; else PyTorch's own error (the
+    detached alias shares the tensor's version counter, so it sees every write)."""
+    t, version = packed
+    if t._version != version:
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[{t.type()} {list(t.shape)}] is at version {t._version}; expected version {version} instead "
+            "(rtxviz.torch reports the check PyTorch makes on saved tensors, which its saved-tensor hooks "
+            "turn off)")
     return t
 
 

@@ -1,10 +1,14 @@
 """Fixtures for the notebook widget's tests: the widget's comm, recorded (the comm package's seam that ipykernel
-fills in a kernel), so the Python side is tested message by message without a kernel or a browser."""
+fills in a kernel), so the Python side is tested message by message without a kernel or a browser; and one real
+JupyterLab for the whole session (it takes ~30 s to start on a loaded 2-core machine): each end-to-end test
+writes its notebook into its folder."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import comm
@@ -57,3 +61,24 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> list[RecordingComm]:
 
     monkeypatch.setattr(comm, "create_comm", create)
     return made
+
+
+WIDGET_JS = Path(__file__).resolve().parents[2] / "rtxviz" / "notebook" / "static" / "widget.js"
+
+
+@pytest.fixture(scope="session")
+def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One JupyterLab (tests/notebook/jupyterlab_server.py) serving a session folder, `server.root`."""
+    from ..browser.shared_browser import missing
+    from .jupyterlab_server import JupyterLab
+
+    reason = missing() or (None if WIDGET_JS.is_file() else f"{WIDGET_JS} not built: run `make setup`")
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("lab") / "notebooks"
+    root.mkdir()
+    server = JupyterLab(root).start()
+    try:
+        yield server
+    finally:
+        server.stop()

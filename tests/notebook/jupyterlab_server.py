@@ -1,6 +1,7 @@
-"""A real JupyterLab for the end-to-end test: `jupyter lab --no-browser` on a free loopback port, with a token, a
-temporary notebook folder and its own Jupyter/IPython config, runtime and workspace folders (nothing of the
-user's), the app exposed as `window.jupyterapp` so the test can run its commands."""
+"""A real JupyterLab, or Jupyter Notebook 7, for the end-to-end tests: `jupyter lab --no-browser` (or
+`jupyter notebook`) on a free loopback port, with a token, a temporary notebook folder and its own Jupyter/IPython
+config, runtime and workspace folders (nothing of the user's), the app exposed as `window.jupyterapp` so the test
+can run its commands (Notebook 7 is built from JupyterLab's parts: the same app object, shell and commands)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,19 @@ def free_port() -> int:
 
 
 class JupyterLab:
-    def __init__(self, root: Path, token: str = "rtxviz-e2e") -> None:
-        self.root, self.token, self.port = root, token, free_port()
+    """app: "lab" (JupyterLab) or "notebook" (Jupyter Notebook 7, one notebook per browser page)."""
+
+    def __init__(self, root: Path, token: str = "rtxviz-e2e", app: str = "lab") -> None:
+        self.root, self.token, self.port, self.app = root, token, free_port(), app
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
-        self.log = root.parent / "jupyterlab.log"
+        self.log = root.parent / f"jupyter{app}.log"
+
+    def page_url(self, name: str) -> str:
+        """Where a notebook opens: JupyterLab's tree route in a workspace of its own (a server shared by several
+        tests would otherwise reopen the notebooks earlier tests left open), or Notebook 7's own page."""
+        path = f"lab/workspaces/{Path(name).stem}/tree/{name}" if self.app == "lab" else f"notebooks/{name}"
+        return f"{self.url}/{path}?token={self.token}"
 
     def start(self) -> JupyterLab:
         home = self.root.parent / "jupyter-home"
@@ -38,18 +47,24 @@ class JupyterLab:
                "IPYTHONDIR": str(home / "ipython"), "JUPYTER_PLATFORM_DIRS": "1", "OPENBLAS_NUM_THREADS": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                            os.environ.get("PYTHONPATH")]))}
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+        cmd = [sys.executable, "-m", "jupyterlab" if self.app == "lab" else "notebook", "--no-browser",
+               "--ip=127.0.0.1", f"--port={self.port}",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.port_retries=0", "--LabApp.expose_app_in_browser=True",
-               f"--LabServerApp.workspaces_dir={home / 'workspaces'}",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+               "--ServerApp.port_retries=0"]
+        if self.app == "lab":
+            cmd += ["--LabApp.expose_app_in_browser=True", f"--LabServerApp.workspaces_dir={home / 'workspaces'}",
+                    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        else:
+            cmd += ["--JupyterNotebookApp.expose_app_in_browser=True",
+                    f"--JupyterNotebookApp.workspaces_dir={home / 'workspaces'}"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")  # CI containers run as root; the server only listens on loopback
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log.open("wb"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + STARTUP_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}: {self.log.read_text()[-3000:]}")
+                raise RuntimeError(f"jupyter {self.app} exited with {self.proc.returncode}: "
+                                   f"{self.log.read_text()[-3000:]}")
             try:
                 with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2) as r:
                     if r.status == 200:
@@ -57,7 +72,7 @@ class JupyterLab:
             except OSError:
                 time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"jupyter lab did not answer within {STARTUP_S}s: {self.log.read_text()[-3000:]}")
+        raise RuntimeError(f"jupyter {self.app} did not answer within {STARTUP_S}s: {self.log.read_text()[-3000:]}")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -80,6 +95,9 @@ class Seen:
     latencies: list[float] = field(default_factory=list)  # ms, every event: kernel time.time() to frame drawn
     errors: list[str] = field(default_factory=list)
     nodes_after_reload: list[list[str]] = field(default_factory=list)  # the same, once the frame loaded again
+    #: per live batch (src/hosted.ts BatchTimes): its oldest event's t, kernel send, host and frame receipt (s)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    draw_log: list[list[float]] = field(default_factory=list)  # [Date.now() ms, last seq drawn] per drawn frame
 
     def latency_summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies)
@@ -97,9 +115,9 @@ def run_notebook(browser: Any, lab: JupyterLab, name: str, last_step: int, min_n
     ctx.set_default_timeout(WAIT_MS)  # every wait is on a condition; the limit only bounds a failing run
     page = ctx.new_page()
     seen = Seen()
-    page.on("pageerror", lambda e: seen.errors.append(str(e)))
+    page.on("pageerror", lambda e: seen.errors.append(f"{e}\n{e.stack}"))
     try:
-        page.goto(f"{lab.url}/lab/tree/{name}?token={lab.token}")
+        page.goto(lab.page_url(name))
         page.wait_for_function(f"window.jupyterapp && window.jupyterapp.shell.currentWidget"
                                f" && window.jupyterapp.shell.currentWidget.sessionContext"
                                f" && window.jupyterapp.shell.currentWidget.sessionContext.session"
@@ -117,6 +135,9 @@ def run_notebook(browser: Any, lab: JupyterLab, name: str, last_step: int, min_n
                                     " n.querySelector('text.l1').textContent, n.dataset.gradClass,"
                                     " n.dataset.gradColor])")
         seen.latencies = frame.evaluate("window.__rtxviz.metrics.latencies")
+        seen.batches = frame.evaluate("window.__rtxvizHosted || []")
+        seen.draw_log = frame.evaluate("window.__rtxviz.metrics.drawLog.map(([p, s]) => [performance.timeOrigin + p,"
+                                       " s])")
         if screenshot is not None:
             page.screenshot(path=str(screenshot))
         if reload:

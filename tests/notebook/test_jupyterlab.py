@@ -18,7 +18,7 @@ import pytest
 
 from rtxviz.summary import grad_class, ramp_colour
 
-from ..browser.shared_browser import acquire, missing, release
+from ..browser.shared_browser import acquire, release
 from .jupyterlab_server import JupyterLab, run_notebook
 
 WIDGET_JS = Path(__file__).resolve().parents[2] / "rtxviz" / "notebook" / "static" / "widget.js"
@@ -53,21 +53,12 @@ def _colour(norm: float) -> str:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    reason = missing() or (None if WIDGET_JS.is_file() else f"{WIDGET_JS} not built: run `make setup`")
-    if reason:
-        pytest.skip(reason)
-    root = tmp_path_factory.mktemp("lab") / "notebooks"
-    root.mkdir()
+def lab(jupyterlab):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(f"STEPS = {STEPS}\n" + NEURON)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "neuron.ipynb")
-    server = JupyterLab(root).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    nbformat.write(nb, jupyterlab.root / "neuron.ipynb")
+    return jupyterlab
 
 
 @pytest.fixture(scope="module")

@@ -117,3 +117,19 @@ def test_watch_names_the_bad_argument(monkeypatch):
     monkeypatch.delenv("RTXVIZ_SERVER", raising=False)
     with pytest.raises(ValueError, match="rtxviz.torch.watch: no server URL"):
         rt.watch(torch.nn.Linear(1, 1))
+
+
+def test_an_in_place_write_to_a_saved_tensor_still_raises_while_watched():
+    # defect: PyTorch checks a saved tensor's version only without saved-tensor hooks, and the recorder's pack
+    # hook turned the check off: the in-place write below gave wrong gradients under watch instead of an error
+    def run():
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        y = x.exp()
+        z = y * y  # saves y
+        y.add_(1)  # ... which is then written in place
+        z.sum().backward()
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run()  # PyTorch's own check
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"), rt.record(None):
+        run()
