@@ -454,6 +454,9 @@ class _Recorder:
     def send(self, run, lines, dropped) -> None:
         self.events.extend(json.loads(line) for line in lines)
 
+    def close(self) -> None:  # the emitter's Transport protocol: the sender closes its transport when it stops
+        pass
+
 
 @pytest.mark.parametrize("make", [
     lambda ps: NAdam(ps, lr=0.1),
