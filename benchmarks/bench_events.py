@@ -247,16 +247,39 @@ def _process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def root_env(root: Path) -> dict[str, str]:
+    """The environment for a child Python that must import rtxviz from the checkout at `root`; run it with
+    ``cwd=root`` too: ``python -c`` and ``python -m`` put the current directory first on sys.path, ahead of
+    PYTHONPATH, so a child started from this checkout would import this checkout's rtxviz whatever `root` says
+    (it did: the "before" of every comparison up to round 5 was in fact this checkout). Checked once per root.
+
+    >>> env = root_env(ROOT)
+    >>> env["PYTHONPATH"] == str(ROOT)
+    True
+    """
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    if root not in _CHECKED_ROOTS:
+        where = subprocess.run([sys.executable, "-c", "import rtxviz; print(rtxviz.__file__)"], env=env, cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        if not Path(where).resolve().is_relative_to(Path(root).resolve()):
+            raise RuntimeError(f"a child meant to run the checkout at {root} imports rtxviz from {where}")
+        _CHECKED_ROOTS.add(root)
+    return env
+
+
+_CHECKED_ROOTS: set[Path] = set()
+
+
 @contextlib.contextmanager
 def server_process(db: str, root: Path = ROOT, nice: int | None = None, cpu: dict | None = None):
     """`rtxviz serve` (of the checkout at `root`) in a child process, as a user starts it (`nice`: its --nice).
     `cpu`, when given, receives ``cpu_s``: the CPU seconds the server used from when it answered until the block
     ended (start-up excluded), the figure that a loaded machine distorts least."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = root_env(root)
     extra = [] if nice is None else ["--nice", str(nice)]
     proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=root, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         proc.stdout.readline()
@@ -517,6 +540,10 @@ from pathlib import Path
 from rtxviz.store import open_store
 from rtxviz.web.deps import Settings
 from rtxviz.web.routers.ingest import _ingest
+# the modules and objects a server process holds (fastapi, uvicorn, the app): what each collection scans
+from rtxviz.web import create_app
+import uvicorn
+app = create_app(db=":memory:")
 try:  # the collector as `rtxviz serve` of this checkout sets it (older checkouts leave CPython's default)
     from rtxviz.cli.serve import tune_gc_for_serving
 except ImportError:
@@ -557,7 +584,7 @@ def run_ingest_cpu(batch_size: int = 2000, repeat: int = 15, rounds: int = 3, ba
     for _ in range(rounds):
         for name, root in variants.items():
             out = subprocess.run([sys.executable, "-c", _INGEST_CPU, str(repeat), str(batches)], input=body,
-                                 capture_output=True, env={**os.environ, "PYTHONPATH": str(root)}, check=True)
+                                 capture_output=True, env=root_env(root), cwd=root, check=True)
             best, mean = (float(x) for x in out.stdout.split())
             results[name].append((best, mean))
     print(f"\n## ingest CPU: batches of {batch_size} node events through parse + validate + store")
