@@ -188,7 +188,7 @@ def serve(args: argparse.Namespace) -> int:
     print(f"rtxviz: serving on http://{host}:{port}  (db {db})", flush=True)
     import uvicorn
 
-    config = uvicorn_config(app, args.log_level, args.request_timeout)
-    tune_gc_for_serving()  # last: everything made so far is frozen
-    uvicorn.Server(config).run(sockets=[sock])
+    # last before serving: everything made so far is frozen (workers forked after this inherit it)
+    tune_gc_for_serving()
+    uvicorn.Server(uvicorn_config(app, args.log_level, args.request_timeout)).run(sockets=[sock])
     return 0
