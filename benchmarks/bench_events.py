@@ -237,14 +237,49 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def server_process(db: str, root: Path = ROOT, nice: int | None = None):
-    """`rtxviz serve` (of the checkout at `root`) in a child process, as a user starts it (`nice`: its --nice)."""
-    port = _free_port()
+def _process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds the process has used so far (Linux /proc; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def root_env(root: Path) -> dict[str, str]:
+    """The environment for a child Python that must import rtxviz from the checkout at `root`; run it with
+    ``cwd=root`` too: ``python -c`` and ``python -m`` put the current directory first on sys.path, ahead of
+    PYTHONPATH, so a child started from this checkout would import this checkout's rtxviz whatever `root` says
+    (it did: the "before" of every comparison up to round 5 was in fact this checkout). Checked once per root.
+
+    >>> env = root_env(ROOT)
+    >>> env["PYTHONPATH"] == str(ROOT)
+    True
+    """
     env = {**os.environ, "PYTHONPATH": str(root)}
+    if root not in _CHECKED_ROOTS:
+        where = subprocess.run([sys.executable, "-c", "import rtxviz; print(rtxviz.__file__)"], env=env, cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        if not Path(where).resolve().is_relative_to(Path(root).resolve()):
+            raise RuntimeError(f"a child meant to run the checkout at {root} imports rtxviz from {where}")
+        _CHECKED_ROOTS.add(root)
+    return env
+
+
+_CHECKED_ROOTS: set[Path] = set()
+
+
+@contextlib.contextmanager
+def server_process(db: str, root: Path = ROOT, nice: int | None = None, cpu: dict | None = None):
+    """`rtxviz serve` (of the checkout at `root`) in a child process, as a user starts it (`nice`: its --nice).
+    `cpu`, when given, receives ``cpu_s``: the CPU seconds the server used from when it answered until the block
+    ended (start-up excluded), the figure that a loaded machine distorts least."""
+    port = _free_port()
+    env = root_env(root)
     extra = [] if nice is None else ["--nice", str(nice)]
     proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=root, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         proc.stdout.readline()
@@ -254,7 +289,11 @@ def server_process(db: str, root: Path = ROOT, nice: int | None = None):
                 break
             except OSError:
                 time.sleep(0.05)
+        cpu0 = _process_cpu_s(proc.pid)
         yield url
+        cpu1 = _process_cpu_s(proc.pid)
+        if cpu is not None and cpu0 is not None and cpu1 is not None:
+            cpu["cpu_s"] = cpu1 - cpu0
     finally:
         proc.terminate()
         proc.wait(10)
@@ -392,7 +431,9 @@ def server_round(root: Path, producers: int, consumers: int, batches: int, batch
     """One ingest round against a fresh server of the checkout at `root`: events/s in, end to end, latencies."""
     # --nice 0: this measures the server itself; niced (the default, for a machine that also trains) on a shared
     # machine it gets what the other processes leave, and a consumer it cannot feed for 30 s is cut off
-    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "ingest.db"), root, nice=0) as url:
+    cpu: dict[str, float] = {}
+    with (tempfile.TemporaryDirectory() as tmp,
+          server_process(str(Path(tmp) / "ingest.db"), root, nice=0, cpu=cpu) as url):
         n_total = producers * batches * batch_size
         run_id = "bench-ingest"  # the producers share one run; every consumer watches it all
         urllib.request.urlopen(urllib.request.Request(
@@ -418,12 +459,14 @@ def server_round(root: Path, producers: int, consumers: int, batches: int, batch
             c.join(150)
         sent = sum(r[0] for r in results)
         ingest_s = max(r[1] for r in results) - start
-        deliver_s = max(c.done_at or time.time() for c in cons) - start
+        deliver_s = max((c.done_at or time.time() for c in cons), default=time.time()) - start
         lat = sorted(x for c in cons for x in c.latencies)
         delivered = sum(c.count for c in cons)
     return {"sent": sent, "total": n_total, "ingest_s": ingest_s, "ingest_eps": sent / ingest_s,
             "deliver_s": deliver_s, "e2e_eps": sent / deliver_s, "deliveries": delivered,
-            "p50_ms": 1e3 * lat[len(lat) // 2], "p99_ms": 1e3 * lat[int(len(lat) * 0.99)], "sampled": len(lat)}
+            "p50_ms": 1e3 * lat[len(lat) // 2] if lat else 0.0,
+            "p99_ms": 1e3 * lat[int(len(lat) * 0.99)] if lat else 0.0, "sampled": len(lat),
+            "server_us": 1e6 * cpu.get("cpu_s", float("nan")) / max(sent, 1)}
 
 
 def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_size: int = 2000,
@@ -449,6 +492,9 @@ def run_server(producers: int = 4, consumers: int = 3, batches: int = 25, batch_
               f"end to end ({med['deliveries']:.0f} deliveries)")
         print(f"    emit->delivery latency: p50 {med['p50_ms']:.0f} ms, p99 {med['p99_ms']:.0f} ms "
               f"(sampled {med['sampled']:.0f} events; p99 by round: {p99s})")
+        cpus = ", ".join(f"{r['server_us']:.1f}" for r in rs)
+        print(f"    server CPU (all its threads, start-up excluded): {med['server_us']:.1f} us/event "
+              f"(rounds: {cpus}) -> {1e6 / med['server_us']:,.0f} events/s per core it gets")
 
 
 # -- 4. one keep-alive connection: request round trip (Nagle against delayed ACK without TCP_NODELAY) ---------
@@ -494,38 +540,60 @@ from pathlib import Path
 from rtxviz.store import open_store
 from rtxviz.web.deps import Settings
 from rtxviz.web.routers.ingest import _ingest
+# the modules and objects a server process holds (fastapi, uvicorn, the app): what each collection scans
+from rtxviz.web import create_app
+import uvicorn
+app = create_app(db=":memory:")
+try:  # the collector as `rtxviz serve` of this checkout sets it (older checkouts leave CPython's default)
+    from rtxviz.cli.serve import tune_gc_for_serving
+except ImportError:
+    tune_gc_for_serving = None
 body = sys.stdin.buffer.read()
 n = body.count(b"\\n") + 1
 with tempfile.TemporaryDirectory() as tmp:
     store = open_store(str(Path(tmp) / "cpu.db"))
     s = Settings()
+    if tune_gc_for_serving is not None:
+        tune_gc_for_serving()
     best = float("inf")
     for r in range(int(sys.argv[1])):
         t0 = time.process_time()
         _ingest(store, s, f"r{r}", None, 0, body, "application/x-ndjson")
         best = min(best, time.process_time() - t0)
+    t0 = time.process_time()
+    batches = int(sys.argv[2])
+    for _ in range(batches):
+        _ingest(store, s, "one", None, 0, body, "application/x-ndjson")
+    mean = (time.process_time() - t0) / batches
     store.close()
-print(1e6 * best / n)
+print(1e6 * best / n, 1e6 * mean / n)
 """
 
 
-def run_ingest_cpu(batch_size: int = 2000, repeat: int = 15, rounds: int = 3) -> None:
+def run_ingest_cpu(batch_size: int = 2000, repeat: int = 15, rounds: int = 3, batches: int = 25) -> None:
     """CPU microseconds per event of the ingest path (NDJSON parse, validation, SQLite commit) for the bench's
-    node events; the best of `repeat` batches per process, `rounds` processes per variant, alternating. CPU time,
-    not wall time: on a loaded shared machine this is the one figure that does not measure the neighbours."""
+    node events, in a process with the collector set as each checkout's `rtxviz serve` sets it. Two figures:
+    the best of `repeat` batches (each a new run), and the mean over `batches` batches into one run (what the
+    server bench does: the run grows, and the collector's work on the batches' objects counts); `rounds`
+    processes per variant, alternating. CPU time, not wall time: on a loaded shared machine this is the figure
+    that measures the neighbours least."""
     before = os.environ.get("RTXVIZ_BENCH_BEFORE")
     variants = {"before": Path(before), "after": ROOT} if before else {"this checkout": ROOT}
     body = "\n".join(_node_line(i) for i in range(batch_size)).replace("T_NOW", "1.0").encode()
-    results: dict[str, list[float]] = {name: [] for name in variants}
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, root in variants.items():
-            out = subprocess.run([sys.executable, "-c", _INGEST_CPU, str(repeat)], input=body, capture_output=True,
-                                 env={**os.environ, "PYTHONPATH": str(root)}, check=True)
-            results[name].append(float(out.stdout))
-    print(f"\n## ingest CPU: one batch of {batch_size} node events through parse + validate + store")
-    for name, us in results.items():
-        print(f"  {name}: {min(us):.2f} us/event CPU (best of {rounds} processes: {', '.join(f'{u:.2f}' for u in us)})"
-              f" -> at most {1e6 / min(us):,.0f} events/s on one core")
+            out = subprocess.run([sys.executable, "-c", _INGEST_CPU, str(repeat), str(batches)], input=body,
+                                 capture_output=True, env=root_env(root), cwd=root, check=True)
+            best, mean = (float(x) for x in out.stdout.split())
+            results[name].append((best, mean))
+    print(f"\n## ingest CPU: batches of {batch_size} node events through parse + validate + store")
+    for name, rs in results.items():
+        bests, means = [b for b, _ in rs], [m for _, m in rs]
+        print(f"  {name}: best batch {min(bests):.2f} us/event CPU ({', '.join(f'{u:.2f}' for u in bests)}); "
+              f"mean of {batches} batches into one run {statistics.median(means):.2f} us/event "
+              f"({', '.join(f'{u:.2f}' for u in means)}) -> at most {1e6 / statistics.median(means):,.0f} events/s "
+              "on one core")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ while running (after which writes are refused too) or an I/O error.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -245,22 +246,25 @@ class SQLiteStore:
                 first = 1
             if first - 1 + len(events) > self.max_events_per_run:
                 raise StoreFull(f"run {run_id} would exceed max_events_per_run={self.max_events_per_run}")
-            texts = [f'{{"seq":{first + i},{text[1:] if text[:1] == "{" else text.lstrip()[1:]}'
-                     for i, (_, _, text) in enumerate(events)]
-            rows = [(run_id, first + i, kind, step, texts[i]) for i, (kind, step, _) in enumerate(events)]
+            # column by column, in comprehensions and C-level scans: this runs for every event the server takes
+            kinds = [kind for kind, _, _ in events]
+            steps = [step for _, step, _ in events]
+            seqs = range(first, first + len(events))
+            texts = [f'{{"seq":{seq},{text[1:] if text[:1] == "{" else text.lstrip()[1:]}'
+                     for seq, (_, _, text) in zip(seqs, events, strict=True)]
+            rows = list(zip(itertools.repeat(run_id), seqs, kinds, steps, texts, strict=False))
+            last_step = next((step for step in reversed(steps) if step is not None), None)
             status = None
-            last_step = None
             run_meta = meta
             run_name = name
-            for kind, step, text in events:
-                if step is not None:
-                    last_step = step
-                if kind == "run_start":
-                    obj = json.loads(text)
-                    run_name, run_meta = obj.get("name") or run_name, obj.get("meta") or run_meta
-                    status = "running"
-                elif kind == "run_end":
-                    status = "ok" if json.loads(text).get("status", "ok") == "ok" else "error"
+            if "run_start" in kinds or "run_end" in kinds:  # rare: one of each per run
+                for kind, _, text in events:
+                    if kind == "run_start":
+                        obj = json.loads(text)
+                        run_name, run_meta = obj.get("name") or run_name, obj.get("meta") or run_meta
+                        status = "running"
+                    elif kind == "run_end":
+                        status = "ok" if json.loads(text).get("status", "ok") == "ok" else "error"
             cur = self._w
             cur.execute("BEGIN")
             try:
