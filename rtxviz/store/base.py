@@ -29,6 +29,9 @@ StoredEvent: TypeAlias = tuple[int, str]
 RunRecord: TypeAlias = dict[str, Any]
 #: A step as `steps` gives it: ``{"step": int, "seq": int, "sampled": bool}``.
 StepRecord: TypeAlias = dict[str, Any]
+#: One step of a value's history as `history` gives it: ``(step, grad_norm, update_ratio, nonfinite)``; the norms
+#: are None where not sent (or not finite), nonfinite is 1 when the gradient held NaN/Inf (history.py).
+HistoryRow: TypeAlias = tuple[int, float | None, float | None, int]
 
 #: The keys of a `RunRecord`, in order: ``id``; ``name`` (at most 256 characters); ``created`` and ``updated``
 #: (Unix seconds); ``status`` ("running", "ok" or "error"); ``meta`` (a dict); ``n_events``; ``dropped`` (the
@@ -118,6 +121,13 @@ class RunStore(Protocol):
     def steps(self, run_id: str, limit: int = 10_000) -> list[StepRecord]:
         """The run's ``step_begin`` events in seq order, at most `limit`: ``{"step", "seq" (where it began),
         "sampled" (True unless the event said otherwise)}``."""
+        ...
+
+    def history(self, run_id: str, name: str, limit: int = 100_000) -> list[HistoryRow]:
+        """One value's per-step gradient summaries, in step order, at most `limit`: `name` is the page's key of
+        the value (``module|op|k`` for an op, ``L:<name>`` for a named leaf). `append` keeps them from the events
+        it stores (`rtxviz.store.history.HistoryTracker` says how they are named and what each number is); an
+        unknown run or name has none (an empty list)."""
         ...
 
     def close(self) -> None:

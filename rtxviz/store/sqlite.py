@@ -38,6 +38,7 @@ from typing import IO, Any
 from .base import (
     RUN_FIELDS,
     EventRow,
+    HistoryRow,
     RunRecord,
     StepRecord,
     StoredEvent,
@@ -47,11 +48,29 @@ from .base import (
     StoreOpenError,
     StoreUnavailable,
 )
+from .history import HistoryTracker
 
 try:  # POSIX; elsewhere a second writer is not detected (documented in docs/server.md)
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
+
+#: The per-step gradient summaries (history.py): a value's name is stored once per run (`history_names`), each
+#: step's numbers as one short row keyed (name id, step), so one value's history is one range of the primary key.
+#: Plain SQL that ports (PostgreSQL: ``BIGINT``/``DOUBLE PRECISION``, ``GREATEST`` for ``MAX`` in the upsert).
+HISTORY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS history_names (
+    id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, name TEXT NOT NULL, UNIQUE (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS history (
+    name_id INTEGER NOT NULL, step INTEGER NOT NULL, grad_norm REAL, update_ratio REAL,
+    nonfinite INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (name_id, step)
+) WITHOUT ROWID;
+"""
+_HISTORY_UPSERT = (
+    "INSERT INTO history (name_id, step, grad_norm, update_ratio, nonfinite) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(excluded.grad_norm, grad_norm), "
+    "update_ratio = COALESCE(excluded.update_ratio, update_ratio), nonfinite = MAX(nonfinite, excluded.nonfinite)")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -64,7 +83,7 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_kind ON events (run_id, kind, seq);
-"""
+""" + HISTORY_SCHEMA
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 
@@ -165,6 +184,10 @@ class SQLiteStore:
             self._r = self._w if memory else sqlite3.connect(path, check_same_thread=False)
         self._next: dict[str, int] = {}
         self._runs: set[str] = set()
+        self._history = HistoryTracker()
+        self._name_ids: dict[str, dict[str, int]] = {}  # run -> history name -> id (loaded on a run's first use)
+        self._next_name_id = 1 + (self._w.execute("SELECT COALESCE(MAX(id), 0) FROM history_names").fetchone()[0]
+                                  if not read_only else 0)
         for run_id, n in self._w.execute("SELECT id, (SELECT COALESCE(MAX(seq), 0) FROM events e "
                                          "WHERE e.run_id = runs.id) FROM runs"):
             self._next[run_id] = n + 1
@@ -232,6 +255,7 @@ class SQLiteStore:
                     cur.execute("INSERT INTO runs (id, name, created, updated, meta) VALUES (?, ?, ?, ?, ?)",
                                 (run_id, (run_name or run_id)[:256], now, now, json.dumps(run_meta or {})))
                 cur.executemany("INSERT INTO events (run_id, seq, kind, step, body) VALUES (?, ?, ?, ?, ?)", rows)
+                self._append_history(run_id, events)
                 cur.execute(
                     "UPDATE runs SET updated = ?, n_events = n_events + ?, dropped = MAX(dropped, ?), "
                     "last_step = COALESCE(?, last_step), status = COALESCE(?, status), "
@@ -244,6 +268,7 @@ class SQLiteStore:
                 # SQLite may have rolled back itself (a full disk does): a second ROLLBACK would hide the cause
                 if cur.in_transaction:
                     cur.execute("ROLLBACK")
+                self._forget_history(run_id)  # its naming state took in this batch: rebuilt from what is stored
                 if isinstance(exc, sqlite3.Error):
                     raise self._failed(exc) from exc
                 raise
@@ -260,6 +285,9 @@ class SQLiteStore:
             try:
                 self._w.execute("BEGIN")
                 self._w.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+                self._w.execute("DELETE FROM history WHERE name_id IN (SELECT id FROM history_names "
+                                "WHERE run_id = ?)", (run_id,))
+                self._w.execute("DELETE FROM history_names WHERE run_id = ?", (run_id,))
                 self._w.execute("DELETE FROM runs WHERE id = ?", (run_id,))
                 self._w.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -268,7 +296,40 @@ class SQLiteStore:
                 raise self._failed(exc) from exc
             self._runs.discard(run_id)
             self._next.pop(run_id, None)
+            self._forget_history(run_id)
             return True
+
+    # -- the per-step history (history.py) -------------------------------------------------------------------
+    def _append_history(self, run_id: str, events: Sequence[EventRow]) -> None:
+        """Write a batch's history rows (inside append's transaction, under the write lock)."""
+        if not self._history.known(run_id) and run_id in self._runs:
+            # a run stored before this process started (or whose batch failed): rebuild how its values are named
+            last = self._w.execute("SELECT last_step FROM runs WHERE id = ?", (run_id,)).fetchone()
+            self._history.restore(run_id, self._w.execute(
+                "SELECT kind, step, body FROM events WHERE run_id = ? AND (kind = 'leaf' OR (step = ? AND kind IN "
+                "('step_begin', 'node', 'checkpoint'))) ORDER BY seq", (run_id, last[0] if last else None)))
+        rows = self._history.rows(run_id, events)
+        if not rows:
+            return
+        ids = self._name_ids.get(run_id)
+        if ids is None:
+            ids = self._name_ids[run_id] = dict(self._w.execute(
+                "SELECT name, id FROM history_names WHERE run_id = ?", (run_id,)).fetchall())
+        new = []
+        for name, _ in rows:
+            if name not in ids:
+                ids[name] = self._next_name_id
+                new.append((self._next_name_id, run_id, name))
+                self._next_name_id += 1
+        if new:
+            self._w.executemany("INSERT INTO history_names (id, run_id, name) VALUES (?, ?, ?)", new)
+        self._w.executemany(_HISTORY_UPSERT, [(ids[name], step, r[0], r[1], r[2])
+                                              for (name, step), r in rows.items()])
+
+    def _forget_history(self, run_id: str) -> None:
+        self._history.forget(run_id)
+        self._name_ids.pop(run_id, None)
+        # ids handed out to a batch that was rolled back are not reused (the counter only grows): harmless gaps
 
     # -- reading ---------------------------------------------------------------------------------------------
     def has_run(self, run_id: str) -> bool:
@@ -325,6 +386,19 @@ class SQLiteStore:
         rows = self._query("SELECT seq, step, body FROM events WHERE run_id = ? AND kind = 'step_begin' "
                            "ORDER BY seq LIMIT ?", (run_id, limit))
         return [{"step": s, "seq": seq, "sampled": json.loads(b).get("sampled", True)} for seq, s, b in rows]
+
+    def history(self, run_id: str, name: str, limit: int = 100_000) -> list[HistoryRow]:
+        """The per-step summaries of one value (`name` as the page keys it), in step order, at most `limit`."""
+        try:
+            rows = self._query(
+                "SELECT h.step, h.grad_norm, h.update_ratio, h.nonfinite FROM history_names n JOIN history h "
+                "ON h.name_id = n.id WHERE n.run_id = ? AND n.name = ? ORDER BY h.step LIMIT ?",
+                (run_id, name, limit))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []  # a database written before the history existed, opened read-only
+            raise
+        return [tuple(r) for r in rows]
 
     def close(self) -> None:
         """Close both connections and let another writer have the file."""

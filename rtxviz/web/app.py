@@ -27,7 +27,7 @@ from .._version import __version__
 from ..store import StoreFull, StoreUnavailable, default_db_path, open_store
 from .deps import Settings, require_token
 from .hub import Hub
-from .routers import ingest, runs, ws
+from .routers import history, ingest, runs, ws
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -96,6 +96,7 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     auth = [Depends(require_token)]
     app.include_router(ingest.router, prefix="/api", dependencies=auth)
     app.include_router(runs.router, prefix="/api", dependencies=auth)
+    app.include_router(history.router, prefix="/api", dependencies=auth)
     app.include_router(ws.router, prefix="/api")  # WebSockets check the token themselves (no headers in browsers)
 
     if s.cors_origins:  # closed unless origins are named
