@@ -10,6 +10,8 @@ export class Inspector {
   selected: string | null = null;
   /** A node was selected (the deep link follows it). */
   onSelect: (vid: string) => void = () => {};
+  /** More sections under the inspected item (the history's sparklines, normhistory.ts). */
+  extra: (el: HTMLElement, it: VItem | null) => void = () => {};
 
   constructor(private pane: GraphPane, private graph: () => StepGraph | null, private toggle: (it: VItem) => void) {}
 
@@ -28,6 +30,8 @@ export class Inspector {
 
   render(): void {
     const it = this.selected ? this.pane.item(this.selected) : null;
-    renderInspector($("#inspector-body"), it, this.graph(), (x) => this.toggle(x), (k) => this.selectKey(k));
+    const el = $("#inspector-body");
+    renderInspector(el, it, this.graph(), (x) => this.toggle(x), (k) => this.selectKey(k));
+    this.extra(el, it);
   }
 }

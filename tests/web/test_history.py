@@ -17,8 +17,11 @@ from ..browser.engine_runs import recorded
 SPIKE_STEP = 5  # the learning rate is 500x for this step's update: the next step's gradients jump
 
 
-def training_run(steps: int = 8, spike: int | None = SPIKE_STEP, seed: int = 0) -> tuple[list[dict], dict[str, Any]]:
-    """A small MLP trained with SGD under `watch`; returns its events and what the engine itself said per step:
+def training_run(steps: int = 8, spike: int | None = SPIKE_STEP, change: int | None = SPIKE_STEP + 1,
+                 seed: int = 0) -> tuple[list[dict], dict[str, Any]]:
+    """A small MLP trained with SGD under `watch`, its learning rate 500x at step `spike`; at step `change` the
+    batch is 12 rows instead of 16 (shapes change) and the loss gets a weight penalty (nodes are added).
+    Returns its events and what the engine itself said per step:
     ``{"params": {name: [‖p.grad‖ per step]}, "tanh": [‖dL/d tanh‖ per step] (retain_grad), "ratio": {name:
     [‖Δp‖/‖p after the update‖ per step]}, "tanh_key": the page's key of the tanh node}``."""
     import rtxviz
@@ -38,15 +41,17 @@ def training_run(steps: int = 8, spike: int | None = SPIKE_STEP, seed: int = 0) 
     rng = np.random.default_rng(seed)
     model = MLP()
     opt = optim.SGD(model.parameters(), lr=0.05)
-    x = Tensor(rng.normal(size=(16, 4)).astype(np.float32))
-    y = Tensor(rng.normal(size=(16, 1)).astype(np.float32))
+    xs, ys = rng.normal(size=(16, 4)).astype(np.float32), rng.normal(size=(16, 1)).astype(np.float32)
     truth: dict[str, Any] = {"params": {}, "ratio": {}, "tanh": []}
 
     def body(run: Any) -> None:
         for step in range(steps):
             with run.step(step):
                 opt.zero_grad()
-                loss = ((model(x) - y) ** 2).mean()
+                rows = 12 if step == change else 16
+                loss = ((model(Tensor(xs[:rows])) - Tensor(ys[:rows])) ** 2).mean()
+                if step == change:
+                    loss = loss + 1e-3 * (model.fc1.weight ** 2).sum()
                 loss.backward()
                 truth["tanh"].append(float(np.linalg.norm(model.h.grad.numpy())))
                 before = {n: p.numpy().copy() for n, p in model.named_parameters()}
