@@ -93,7 +93,7 @@ header.onAlert = (key) => inspector.selectKey(key);
 renderLegend($("#legend"));
 // for the benchmarks and the browser tests
 (window as unknown as { __rtxviz: unknown }).__rtxviz = { metrics, view: pane.view, runs, history, pane, inspector, teach,
-  renderMarkdown, search, link, paths, diff };
+  renderMarkdown, search, link, paths, diff, normHistory };
 
 /** Draw the shown step and everything that depends on it. */
 function draw(): void {

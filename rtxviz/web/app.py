@@ -97,6 +97,7 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     app.include_router(ingest.router, prefix="/api", dependencies=auth)
     app.include_router(runs.router, prefix="/api", dependencies=auth)
     app.include_router(history.router, prefix="/api", dependencies=auth)
+    app.include_router(history.router, prefix="/api", dependencies=auth)
     app.include_router(ws.router, prefix="/api")  # WebSockets check the token themselves (no headers in browsers)
 
     if s.cors_origins:  # closed unless origins are named

@@ -11,15 +11,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from ...store.history import history_columns
+from ...store.history import history_columns, use_decoder
 from ..deps import StoreDep
 from .ingest import RunIdPath
 from .runs import _run
 
 router = APIRouter(tags=["runs"])
+
+# the store keeps the history as the server ingests; orjson decodes the events it reads about 4x faster than the
+# standard library, which the store is limited to (so a server's store decodes with it from here on)
+use_decoder(orjson.loads)
 
 
 @router.get("/runs/{run_id}/history")
