@@ -55,7 +55,9 @@ Row = list[Any]
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    """A number as float (ints too, not bools); None for anything else. Exact type checks: this runs per event."""
+    t = type(v)
+    return v if t is float else float(v) if t is int else None
 
 
 def _bad(stats: Any) -> int:
