@@ -4,6 +4,7 @@
 // reads them from its own steps. Fetched once per value and again when newer steps have arrived.
 import type { HistoryData } from "./api";
 import { clear, h } from "./dom";
+import { asCore } from "./generated/events";
 import type { RunModel } from "./state";
 import { sparkline } from "./sparkline";
 
@@ -25,18 +26,34 @@ interface Entry {
 
 const WIDTH = 270, HEIGHT = 42;
 
-/** A value's history from the steps a page holds (the exported page holds them all): a node's gradient norm. */
+/** A value's history from the steps a page holds (the exported page holds them all), as the server keeps it
+ * (rtxviz/store/history.py): a node's gradient norm; for a parameter its optimizer_step's gradient norm and
+ * update/weight ratio where the step has one. */
 export function heldHistory(model: RunModel, key: string): HistoryData {
   const out: HistoryData = { steps: [], grad_norm: [], update_ratio: [], nonfinite: [] };
   const recs = model.order.map((k) => model.record(k)!).filter((r) => typeof r.step === "number");
   recs.sort((a, b) => a.step! - b.step!);
+  const leafName = key.startsWith("L:") ? key.slice(2) : null;
   for (const r of recs) {
     const g = r.graph.nodes.get(key)?.grad;
-    if (!g) continue;
+    let norm = g ? g.norm ?? null : null, ratio: number | null = null;
+    if (leafName !== null) {
+      for (const ev of r.events) {
+        const core = asCore(ev);
+        if (core?.kind !== "optimizer_step") continue;
+        for (const p of core.params ?? []) {
+          const name = model.leaves.get(p.leaf)?.name ?? p.name;
+          if (name !== leafName) continue;
+          norm = typeof p.grad_norm === "number" ? p.grad_norm : norm;
+          ratio = typeof p.update_ratio === "number" ? p.update_ratio : ratio;
+        }
+      }
+    }
+    if (!g && ratio === null) continue;
     out.steps.push(r.step!);
-    out.grad_norm.push(g.norm ?? null);
-    out.update_ratio.push(null);
-    out.nonfinite.push((g.nan ?? 0) + (g.inf ?? 0) > 0 ? 1 : 0);
+    out.grad_norm.push(norm);
+    out.update_ratio.push(ratio);
+    out.nonfinite.push(g && (g.nan ?? 0) + (g.inf ?? 0) > 0 ? 1 : 0);
   }
   return out;
 }

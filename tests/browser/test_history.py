@@ -115,3 +115,23 @@ def test_step_diff_lists_and_marks_what_changed(page, server, run):
     page.wait_for_function("!document.querySelector('svg#graph').classList.contains('diffing')")
     assert not page.evaluate("document.querySelectorAll('g.vnode.diff-jumped').length")
     assert page.errors == []
+
+
+def test_exported_page_draws_the_history_from_its_own_steps(tmp_path, page, run):
+    """The exported HTML has no server: the sparklines come from the steps the page holds (all of them)."""
+    from pathlib import Path
+
+    from rtxviz.export import export_html
+
+    events, truth = run
+    out = export_html([{**e, "seq": i + 1} for i, e in enumerate(events)], str(tmp_path / "run.html"),
+                      run={"id": "train", "name": "train"})
+    page.goto(Path(out).as_uri())
+    page.wait_for_selector("g.vnode[data-key='L:model.fc1.weight']")
+    click_key(page, "L:model.fc1.weight")
+    page.wait_for_selector('.norm-history[data-n="8"] svg.spark-grad')
+    for st, tip in hover_values(page, "svg.spark-grad", list(range(8))).items():
+        assert math.isclose(number(tip), truth["params"]["fc1.weight"][st], rel_tol=1e-3), (st, tip)
+    for st, tip in hover_values(page, "svg.spark-ratio", list(range(8))).items():
+        assert math.isclose(number(tip), truth["ratio"]["fc1.weight"][st], rel_tol=1e-3), (st, tip)
+    assert page.errors == []

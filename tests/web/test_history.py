@@ -178,3 +178,17 @@ def test_nan_gradients_are_marked_nonfinite():
     s.append("r", None, [("leaf", None, leaf), ("step_begin", 0, '{"kind":"step_begin","step":0}'),
                          ("leaf_grad", 0, '{"kind":"leaf_grad","leaf":1,"stats":{"norm":null,"nan":3}}')])
     assert s.history("r", "L:w") == [(0, None, None, 1)]
+
+
+def test_values_are_named_as_the_page_names_them_checkpoint_recomputation_included():
+    """The known graph of the browser tests (a checkpoint whose segment is recomputed in backward): the history's
+    names are the keys the page draws (hand-derived in tests/browser/test_viewer.py)."""
+    from ..browser.graphs import XSS, known_graph
+    from ..browser.test_viewer import ADD, CKPT, MATMUL, MUL, RELU, SUM
+
+    s = SQLiteStore(":memory:")
+    s.append("k", None, _rows(known_graph()))
+    names = {n for (n,) in s._r.execute("SELECT name FROM history_names WHERE run_id = 'k'")}
+    # every value with a gradient (exp, off the loss's path, has none; x needs none), the recomputed relu and mul
+    # under their rc1: keys, the leaves with gradients by name
+    assert names == {MATMUL, ADD, CKPT, SUM, RELU, MUL, "L:model.fc.bias", f"L:{XSS}"}
