@@ -35,7 +35,7 @@ BATCH = 2000
 class NoHistory(SQLiteStore):
     """The store with the history switched off: the baseline."""
 
-    def _append_history(self, run_id, events):  # type: ignore[no-untyped-def]
+    def _append_history(self, run_id, events, first):  # type: ignore[no-untyped-def]
         return None
 
 

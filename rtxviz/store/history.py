@@ -14,8 +14,9 @@ update used (so with gradient accumulation the history shows what the optimizer 
 
 `HistoryTracker` keeps, per run, what naming needs across batches: the leaf names (announced once per run) and,
 for the step being received, the node ids seen so far. `SQLiteStore` feeds it each appended batch and writes the
-rows in the batch's transaction; after a restart (or a failed batch) it rebuilds a run's state from the stored
-leaf, node and checkpoint events of the run's last step (`restore`).
+rows in the batch's transaction. Before a batch it checks that the state has seen every event stored before it
+(`current`); if not (a restart, a batch the store refused, a batch another process stored), it rebuilds the state
+from the stored leaf events and the last step's node and checkpoint events before the batch (`restore`).
 
 >>> t = HistoryTracker()
 >>> rows = t.rows("r", [
@@ -100,11 +101,12 @@ class _StepNames:
 
 
 class _RunNames:
-    __slots__ = ("leaves", "step")
+    __slots__ = ("leaves", "step", "next_seq")
 
     def __init__(self) -> None:
         self.leaves: dict[int, str] = {}  # leaf id -> name (named leaves only)
         self.step: _StepNames | None = None
+        self.next_seq: int | None = None  # the seq the run's next batch starts at, if this state has seen it all
 
 
 class HistoryTracker:
@@ -113,27 +115,35 @@ class HistoryTracker:
     def __init__(self) -> None:
         self._runs: dict[str, _RunNames] = {}
 
-    def known(self, run_id: str) -> bool:
-        return run_id in self._runs
+    def current(self, run_id: str, first_seq: int) -> bool:
+        """Whether this state has taken in every event of the run before seq `first_seq` (False after a restart,
+        a refused batch, or a batch that another process stored): if not, `restore` first."""
+        run = self._runs.get(run_id)
+        return run is not None and run.next_seq == first_seq
 
     def forget(self, run_id: str) -> None:
         """Drop a run's state (a batch that was not stored, a deleted run): `restore` rebuilds it from the store."""
         self._runs.pop(run_id, None)
 
-    def restore(self, run_id: str, events: Iterable[tuple[str, int | None, str]]) -> None:
-        """Rebuild a run's naming state from its stored ``leaf`` events and its last step's ``node`` and
-        ``checkpoint`` events (in seq order); no rows are made."""
+    def restore(self, run_id: str, events: Iterable[tuple[str, int | None, str]], next_seq: int) -> None:
+        """Rebuild a run's naming state from what is stored before seq `next_seq`: its ``leaf`` events and its last
+        step's ``step_begin``, ``node`` and ``checkpoint`` events, in seq order; no rows are made."""
         self._runs.pop(run_id, None)
         self.rows(run_id, events)
+        self._runs[run_id].next_seq = next_seq
 
-    def rows(self, run_id: str, events: Iterable[tuple[str, int | None, str]]) -> dict[tuple[str, int], Row]:
-        """The history rows of a batch of ``(kind, step, json text)`` events; several events about one value in
-        one step merge into one row (later numbers win, NaN/Inf is kept once seen)."""
+    def rows(self, run_id: str, events: Iterable[tuple[str, int | None, str]],
+             first_seq: int | None = None) -> dict[tuple[str, int], Row]:
+        """The history rows of a batch of ``(kind, step, json text)`` events (stored from seq `first_seq` on, when
+        given: `current` then expects the next batch after it); several events about one value in one step merge
+        into one row (later numbers win, NaN/Inf is kept once seen)."""
         run = self._runs.get(run_id)
         if run is None:
             run = self._runs[run_id] = _RunNames()
+        count = 0
         out: dict[tuple[str, int], Row] = {}
         for kind, step, text in events:
+            count += 1
             if kind not in KINDS:
                 continue
             try:
@@ -179,6 +189,7 @@ class HistoryTracker:
                     g = _num(p.get("grad_norm"))
                     # a null grad_norm beside a gradient is NaN/Inf (the reporter sends null for a non-finite √)
                     self._put(out, (f"L:{name}", step), g, _num(p.get("update_ratio")), 0)
+        run.next_seq = None if first_seq is None else first_seq + count
         return out
 
     @staticmethod

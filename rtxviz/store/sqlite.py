@@ -255,7 +255,7 @@ class SQLiteStore:
                     cur.execute("INSERT INTO runs (id, name, created, updated, meta) VALUES (?, ?, ?, ?, ?)",
                                 (run_id, (run_name or run_id)[:256], now, now, json.dumps(run_meta or {})))
                 cur.executemany("INSERT INTO events (run_id, seq, kind, step, body) VALUES (?, ?, ?, ?, ?)", rows)
-                self._append_history(run_id, events)
+                self._append_history(run_id, events, first)
                 cur.execute(
                     "UPDATE runs SET updated = ?, n_events = n_events + ?, dropped = MAX(dropped, ?), "
                     "last_step = COALESCE(?, last_step), status = COALESCE(?, status), "
@@ -300,15 +300,18 @@ class SQLiteStore:
             return True
 
     # -- the per-step history (history.py) -------------------------------------------------------------------
-    def _append_history(self, run_id: str, events: Sequence[EventRow]) -> None:
-        """Write a batch's history rows (inside append's transaction, under the write lock)."""
-        if not self._history.known(run_id) and run_id in self._runs:
+    def _append_history(self, run_id: str, events: Sequence[EventRow], first: int) -> None:
+        """Write the history rows of a batch stored from seq `first` on (inside append's transaction, under the
+        write lock, after the batch's events are inserted)."""
+        if first > 1 and not self._history.current(run_id, first):
             # a run stored before this process started (or whose batch failed): rebuild how its values are named
+            # from what was stored before this batch (the batch's own rows are already in the table)
             last = self._w.execute("SELECT last_step FROM runs WHERE id = ?", (run_id,)).fetchone()
             self._history.restore(run_id, self._w.execute(
-                "SELECT kind, step, body FROM events WHERE run_id = ? AND (kind = 'leaf' OR (step = ? AND kind IN "
-                "('step_begin', 'node', 'checkpoint'))) ORDER BY seq", (run_id, last[0] if last else None)))
-        rows = self._history.rows(run_id, events)
+                "SELECT kind, step, body FROM events WHERE run_id = ? AND seq < ? AND (kind = 'leaf' OR (step = ? "
+                "AND kind IN ('step_begin', 'node', 'checkpoint'))) ORDER BY seq",
+                (run_id, first, last[0] if last else None)), first)
+        rows = self._history.rows(run_id, events, first)
         if not rows:
             return
         ids = self._name_ids.get(run_id)

@@ -131,11 +131,14 @@ def _rows(events: list[dict]):
     return [(e["kind"], e.get("step"), json.dumps(e)) for e in events]
 
 
-def test_history_survives_a_restart_in_the_middle_of_a_step(tmp_path, run):
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_history_survives_a_restart_in_the_middle_of_a_step(tmp_path, run, where):
     """The naming state (leaf names, the step's node ids) is rebuilt from the stored events after a restart: a
-    step split over two server processes gets the same history as one stored at once."""
+    step split over two server processes gets the same history as one stored at once, whether the cut falls
+    between the step's node events (forward) or its grad events (backward)."""
     events, truth = run
-    cut = next(i for i, e in enumerate(events) if e["kind"] == "grad" and e.get("step") == 3)  # mid step 3
+    kind = "node" if where == "forward" else "grad"
+    cut = [i for i, e in enumerate(events) if e["kind"] == kind and e.get("step") == 3][1]  # after the first
     path = str(tmp_path / "split.db")
     s = SQLiteStore(path)
     s.append("r", None, _rows(events[:cut]))
