@@ -303,7 +303,9 @@ class SQLiteStore:
     def _append_history(self, run_id: str, events: Sequence[EventRow], first: int) -> None:
         """Write the history rows of a batch stored from seq `first` on (inside append's transaction, under the
         write lock, after the batch's events are inserted)."""
-        if first > 1 and not self._history.current(run_id, first):
+        if first == 1:
+            self._forget_history(run_id)  # a new run: nothing of a deleted one of that id may name its values
+        elif not self._history.current(run_id, first):
             # a run stored before this process started (or whose batch failed): rebuild how its values are named
             # from what was stored before this batch (the batch's own rows are already in the table)
             last = self._w.execute("SELECT last_step FROM runs WHERE id = ?", (run_id,)).fetchone()

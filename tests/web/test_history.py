@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from rtxviz.store import SQLiteStore
+import rtxviz.web.app as app_module
 from rtxviz.web import create_app
 
 from ..browser.engine_runs import recorded
@@ -125,6 +125,12 @@ def test_unknown_name_is_empty_unknown_run_404_and_bad_name_422(tmp_path, run):
         client.__exit__(None, None, None)
 
 
+def _open(db: str, **options: Any):
+    """The store the server would open for `db` (under tests/web/conftest.py's PostgreSQL pass, a database on the
+    test server: the same one again for the same path, so a second open is a restart)."""
+    return app_module.open_store(db, **options)
+
+
 def _rows(events: list[dict]):
     import json
 
@@ -140,12 +146,12 @@ def test_history_survives_a_restart_in_the_middle_of_a_step(tmp_path, run, where
     kind = "node" if where == "forward" else "grad"
     cut = [i for i, e in enumerate(events) if e["kind"] == kind and e.get("step") == 3][1]  # after the first
     path = str(tmp_path / "split.db")
-    s = SQLiteStore(path)
+    s = _open(path)
     s.append("r", None, _rows(events[:cut]))
     s.close()
-    s = SQLiteStore(path)
+    s = _open(path)
     s.append("r", None, _rows(events[cut:]))
-    whole = SQLiteStore(":memory:")
+    whole = _open(":memory:")
     whole.append("r", None, _rows(events))
     for key in [_leaf_key(events, p) for p in truth["params"]] + [truth["tanh_key"]]:
         assert s.history("r", key) == whole.history("r", key) and len(s.history("r", key)) == 8
@@ -162,36 +168,64 @@ def test_a_failed_batch_leaves_the_history_as_it_was(tmp_path, run):
 
     events, truth = run
     rows = _rows(events)
-    s = SQLiteStore(str(tmp_path / "full.db"), max_events_per_run=len(rows) - 1)
+    s = _open(str(tmp_path / "full.db"), max_events_per_run=len(rows) - 1)
     half = len(rows) // 2
     s.append("r", None, rows[:half])
     with pytest.raises(StoreFull):
         s.append("r", None, rows[half:])
     s.max_events_per_run = len(rows)
     s.append("r", None, rows[half:])
-    whole = SQLiteStore(":memory:")
+    whole = _open(":memory:")
     whole.append("r", None, rows)
     assert s.history("r", truth["tanh_key"]) == whole.history("r", truth["tanh_key"])
     s.close()
+    whole.close()
+
+
+def test_two_writers_of_one_run_keep_one_history(tmp_path, run, request):
+    """Two server processes on one PostgreSQL database (``rtxviz serve --workers 2``), a run's batches arriving at
+    either: each process rebuilds its naming state from the database when the other stored the batch before, so
+    the history is that of one writer. (SQLite has one writer a file: nothing to test there.)"""
+    # tests/web/conftest.py's store_backend (autouse) says which store this pass runs on
+    backend = request.getfixturevalue("store_backend") if "store_backend" in request.fixturenames else "sqlite"
+    if backend != "postgres":
+        pytest.skip("one writer per SQLite file")
+    events, truth = run
+    rows = _rows(events)
+    path = str(tmp_path / "shared.db")
+    a, b = _open(path), _open(path)
+    for i in range(0, len(rows), 9):
+        (a if (i // 9) % 2 == 0 else b).append("r", None, rows[i:i + 9])
+    whole = _open(":memory:")
+    whole.append("r", None, rows)
+    for key in [_leaf_key(events, p) for p in truth["params"]] + [truth["tanh_key"]]:
+        assert a.history("r", key) == whole.history("r", key) == b.history("r", key)
+        assert len(a.history("r", key)) == 8
+    for st in (a, b, whole):
+        st.close()
 
 
 def test_nan_gradients_are_marked_nonfinite():
-    s = SQLiteStore(":memory:")
+    s = _open(":memory:")
     leaf = '{"kind":"leaf","id":1,"name":"w"}'
     s.append("r", None, [("leaf", None, leaf), ("step_begin", 0, '{"kind":"step_begin","step":0}'),
                          ("leaf_grad", 0, '{"kind":"leaf_grad","leaf":1,"stats":{"norm":null,"nan":3}}')])
     assert s.history("r", "L:w") == [(0, None, None, 1)]
+    s.close()
 
 
 def test_values_are_named_as_the_page_names_them_checkpoint_recomputation_included():
     """The known graph of the browser tests (a checkpoint whose segment is recomputed in backward): the history's
     names are the keys the page draws (hand-derived in tests/browser/test_viewer.py)."""
     from ..browser.graphs import XSS, known_graph
-    from ..browser.test_viewer import ADD, CKPT, MATMUL, MUL, RELU, SUM
+    from ..browser.test_viewer import ADD, CKPT, EXP, MATMUL, MUL, RELU, SUM
 
-    s = SQLiteStore(":memory:")
+    s = _open(":memory:")
     s.append("k", None, _rows(known_graph()))
-    names = {n for (n,) in s._r.execute("SELECT name FROM history_names WHERE run_id = 'k'")}
-    # every value with a gradient (exp, off the loss's path, has none; x needs none), the recomputed relu and mul
-    # under their rc1: keys, the leaves with gradients by name
-    assert names == {MATMUL, ADD, CKPT, SUM, RELU, MUL, "L:model.fc.bias", f"L:{XSS}"}
+    # every value with a gradient, the recomputed relu and mul under their rc1: keys, the leaves by name; exp (off
+    # the loss's path) and x (needs no gradient) have none
+    for key in (MATMUL, ADD, CKPT, SUM, RELU, MUL, "L:model.fc.bias", f"L:{XSS}"):
+        assert len(s.history("k", key)) == 1, key
+    for key in (EXP, "L:x", "model.block|relu|1"):
+        assert s.history("k", key) == [], key
+    s.close()
