@@ -119,14 +119,22 @@ export class DiffPanel {
     void this.compare();
   }
 
-  /** The sampled steps, newest first; B defaults to the shown step, A to the sampled step before it. */
-  private fillPickers(): void {
+  /** The sampled steps, newest first; B defaults to the shown step, A to the sampled step before it. `keep`: a
+   * live run brought new steps, the steps picked stay picked. */
+  private fillPickers(keep = false): void {
     const model = this.hooks.model();
-    const steps = (model?.allSteps ?? []).filter((s): s is number => s !== null && !model!.unsampled.has(s));
+    const all = model?.allSteps ?? [];
+    this.selA.dataset.n = String(all.length);
+    const steps = all.filter((s): s is number => s !== null && !model!.unsampled.has(s));
     const uniq = [...new Set(steps)].sort((x, y) => y - x);
+    const was = [this.selA.value, this.selB.value];
     for (const sel of [this.selA, this.selB]) {
       clear(sel);
       for (const st of uniq) sel.append(h("option", { value: String(st) }, `step ${st}`));
+    }
+    if (keep) {
+      [this.selA.value, this.selB.value] = was;
+      return;
     }
     const shown = this.hooks.shownStep();
     const b = shown !== null && uniq.includes(shown) ? shown : uniq[0];
@@ -161,7 +169,9 @@ export class DiffPanel {
 
   /** Mark the diff's nodes on the graph as drawn now (after a redraw, or groups opened). */
   refresh(): void {
-    if (!this.open || !this.diff) return;
+    if (!this.open) return;
+    if (this.selA.dataset.n !== String(this.hooks.model()?.allSteps.length ?? 0)) this.fillPickers(true);
+    if (!this.diff) return;
     const d = this.diff;
     const m = new Map<string, string>();
     const add = (key: string, cls: string) => {
