@@ -68,6 +68,34 @@ def _bad(stats: Any) -> int:
     return int(bool(stats.get("nan") or stats.get("inf")))
 
 
+def _grad_fields(text: str, loads: Callable[[str], Any]) -> tuple[Any, dict] | None:
+    """A grad event's node id and its output summary, without decoding the rest (its inputs' summaries, most of
+    its text). Exact for an event the schema admits: a grad event has no text fields and no free keys, so
+    ``"node":`` and ``"output":`` occur only as its own keys, and a `Stats` object holds no ``}`` (numbers, null,
+    number lists). Anything else is decoded whole; None when it is no grad event with an output.
+
+    >>> _grad_fields('{"kind":"grad","node":7,"output":{"norm":2.0,"values":[1]},"inputs":[{"norm":1.0}]}', json.loads)
+    (7, {'norm': 2.0, 'values': [1]})
+    """
+    i, j = text.find('"node":'), text.find('"output":')
+    if i >= 0 and j >= 0:
+        end = text.find("}", j)
+        try:
+            node = loads(text[i + 7:text.index(",", i)].strip())
+            out = loads(text[j + 9:end + 1])
+        except ValueError:
+            pass
+        else:
+            if type(node) is int and type(out) is dict:
+                return node, out
+    try:
+        ev = loads(text)
+    except ValueError:
+        return None
+    out = ev.get("output") if type(ev) is dict else None
+    return (ev.get("node"), out) if type(out) is dict else None
+
+
 class _StepNames:
     """How the page names the values of one step: ordinals per module|op, node id -> key, checkpoint segments."""
 
@@ -142,15 +170,38 @@ class HistoryTracker:
             run = self._runs[run_id] = _RunNames()
         count = 0
         out: dict[tuple[str, int], Row] = {}
+        loads, kinds = _loads, KINDS
         for kind, step, text in events:
             count += 1
-            if kind not in KINDS:
+            if kind not in kinds:
+                continue
+            if kind == "grad":  # the most frequent kind: read its node and output only, inlined (_put, _num, _bad)
+                names = run.step
+                if names is None or names.step != step:
+                    continue
+                got = _grad_fields(text, loads)
+                if got is None:
+                    continue
+                key = names.nodes.get(got[0])
+                if key is None:
+                    continue
+                o = got[1]
+                n = o.get("norm")
+                g = n if type(n) is float else float(n) if type(n) is int else None
+                bad = 1 if o.get("nan") or o.get("inf") else 0
+                row = out.get((key, step))
+                if row is None:
+                    out[(key, step)] = [g, None, bad]
+                else:
+                    if g is not None:
+                        row[0] = g
+                    row[2] = row[2] or bad
                 continue
             try:
-                ev = _loads(text)
+                ev = loads(text)
             except ValueError:
                 continue
-            if not isinstance(ev, dict):
+            if type(ev) is not dict:
                 continue
             if kind == "leaf":
                 lid, name = ev.get("id"), ev.get("name")
@@ -166,12 +217,6 @@ class HistoryTracker:
                 names.node(ev)
             elif kind == "checkpoint":
                 names.checkpoint(ev)
-            elif kind == "grad":
-                nid = ev.get("node")
-                key = names.nodes.get(nid) if isinstance(nid, int) else None
-                out_stats = ev.get("output")
-                if key is not None and isinstance(out_stats, dict):
-                    self._put(out, (key, step), _num(out_stats.get("norm")), None, _bad(out_stats))
             elif kind == "leaf_grad":
                 lid, stats = ev.get("leaf"), ev.get("stats")
                 name = run.leaves.get(lid) if isinstance(lid, int) else None

@@ -229,3 +229,21 @@ def test_values_are_named_as_the_page_names_them_checkpoint_recomputation_includ
     for key in (EXP, "L:x", "model.block|relu|1"):
         assert s.history("k", key) == [], key
     s.close()
+
+
+@pytest.mark.parametrize("text", [
+    '{"v":1,"kind":"grad","t":0,"step":0,"node":7,"output":{"shape":[2],"norm":2.5,"values":[1.5,2.0]},"inputs":[]}',
+    '{"v": 1, "kind": "grad", "t": 0, "step": 0, "node": 7, "output": {"shape": [2], "norm": 2.5}, "inputs": []}',
+    '{"output":{"shape":[2],"norm":2.5},"inputs":[{"shape":[2],"norm":9.0}],"kind":"grad","step":0,"node":7}',
+    '{"kind":"grad","step":0,"inputs":[{"norm":9.0}],"output":{"norm":2.5,"min":null},"node":7}',
+])
+def test_a_grad_events_output_norm_is_read_whatever_its_layout(text):
+    """The grad events are read by their node and output alone (history.py's _grad_fields); any spacing or key
+    order (another emitter, a re-encoded import) reads the same as decoding the whole event."""
+    from rtxviz.store.history import HistoryTracker
+
+    t = HistoryTracker()
+    rows = t.rows("r", [("step_begin", 0, '{"kind":"step_begin","step":0}'),
+                        ("node", 0, '{"kind":"node","id":7,"op":"exp","module":"m","inputs":[]}'),
+                        ("grad", 0, text)])
+    assert rows == {("m|exp|1", 0): [2.5, None, 0]}
