@@ -36,7 +36,7 @@ graphviz:
 	bash scripts/system-deps.sh graphviz
 
 system-deps:
-	bash scripts/system-deps.sh graphviz chromium
+	bash scripts/system-deps.sh graphviz chromium postgresql
 
 # `make demo PORT=8001` when 8000 is taken
 PORT ?= 8000
@@ -51,11 +51,12 @@ NB_CDN := tests/notebook/cdn/node_modules/.package-lock.json
 $(NB_CDN): tests/notebook/cdn/package-lock.json
 	cd tests/notebook/cdn && npm ci --no-audit --no-fund --loglevel=error --ignore-scripts
 
+# RTXVIZ_REQUIRE_POSTGRES: tests/store and tests/web fail, not skip, without PostgreSQL (system-deps installs it)
 # RTXVIZ_TEST_DEVICE=strict: the engine and training-kit tests again, on the strict cupy stand-in (tests/strict_xp.py)
 test: setup system-deps $(NB_CDN)
 	cd frontend && $(NPM_ENV) npm test
 	$(PY) -m mypy
-	RTXVIZ_REQUIRE_NATIVE=1 $(PY) -m pytest
+	RTXVIZ_REQUIRE_NATIVE=1 RTXVIZ_REQUIRE_POSTGRES=1 $(PY) -m pytest
 	RTXVIZ_TEST_DEVICE=strict $(PY) -m pytest -q -p no:warnings -o addopts="" tests/engine tests/nn
 
 lint: setup

@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..store import default_db_path
+from ..store.pgurl import redact
 from .registry import command
 
 if TYPE_CHECKING:  # uvicorn is imported when a server starts, not for every `rtxviz` command
@@ -58,6 +59,25 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"must be from 0 to 65535 (0 picks a free port), got {port}")
     return port
+
+
+def worker_count(text: str) -> int:
+    """argparse type for --workers: 1 to 64.
+
+    >>> worker_count("4")
+    4
+    >>> worker_count("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be from 1 to 64, got 0
+    """
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number from 1 to 64, got {text!r}") from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 64, got {n}")
+    return n
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -106,7 +126,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; anything else "
                                                        "needs --token)")
     p.add_argument("--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)")
-    p.add_argument("--db", default=None, help="SQLite file for runs (default $RTXVIZ_DB or ~/.rtxviz/runs.db)")
+    p.add_argument("--db", default=None, help="where runs are kept: a SQLite file (default $RTXVIZ_DB or "
+                                              "~/.rtxviz/runs.db) or a postgresql://user@host/db URL (a class "
+                                              "server; several --workers)")
+    p.add_argument("--workers", type=worker_count, default=1, metavar="N",
+                   help="server processes accepting on the one port (default 1; more than 1 needs a "
+                        "postgresql:// --db: a SQLite file has one writer)")
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"),
                    help="require this token on every request (default $RTXVIZ_TOKEN)")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
@@ -122,7 +147,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 @command("serve", "run the viewer server (events in, runs stored, live WebSocket streams)", _serve_args)
 def serve(args: argparse.Namespace) -> int:
-    from ..store import StoreError
+    from ..store import StoreError, is_postgres_url, open_store
     from ..web import Settings, create_app
 
     if not is_loopback(args.host) and not args.token:
@@ -143,22 +168,37 @@ def serve(args: argparse.Namespace) -> int:
     # without a token, accept only loopback Host headers: a DNS-rebinding page cannot reach the API then
     allowed = None if args.token else ["127.0.0.1", "localhost", "::1"]
     db = args.db or default_db_path()
+    if args.workers > 1 and not is_postgres_url(db):
+        print(f"rtxviz serve: --workers {args.workers} needs a PostgreSQL --db (postgresql://user@host/db): the "
+              f"SQLite file {db} has one writer process. Drop --workers, or see docs/server.md for a class server",
+              file=sys.stderr)
+        return 2
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
         print(bind_error(args.host, args.port, exc), file=sys.stderr)
         return 1
+    settings = Settings(token=args.token, cors_origins=args.cors_origin, allowed_hosts=allowed)
     try:
-        app = create_app(db=db, settings=Settings(token=args.token, cors_origins=args.cors_origin,
-                                                  allowed_hosts=allowed))
+        if args.workers == 1:
+            app = create_app(db=db, settings=settings)
+        else:  # open (and migrate) once here, for the error; each worker opens its own after the fork
+            open_store(db).close()
     except StoreError as exc:  # the database cannot be had: say which file and what to do, no traceback
         sock.close()
         print(f"rtxviz serve: {exc}", file=sys.stderr)
         return 1
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if sock.family == socket.AF_INET6 else args.host
-    print(f"rtxviz: serving on http://{host}:{port}  (db {db})", flush=True)
+    shown = redact(db) if is_postgres_url(db) else db
+    workers = f", {args.workers} workers" if args.workers > 1 else ""
+    print(f"rtxviz: serving on http://{host}:{port}  (db {shown}{workers})", flush=True)
     import uvicorn
 
+    if args.workers > 1:
+        from .workers import run_workers
+
+        return run_workers(sock, args.workers, lambda: create_app(db=db, settings=settings),
+                           lambda app: uvicorn_config(app, args.log_level, args.request_timeout))
     uvicorn.Server(uvicorn_config(app, args.log_level, args.request_timeout)).run(sockets=[sock])
     return 0

@@ -16,7 +16,7 @@ import urllib.request
 from typing import Any
 
 from ..engine.errors import RtxvizError
-from ..store import RunStore, StoreError, open_store
+from ..store import RunStore, StoreError, is_postgres_url, open_store
 
 PAGE = 10_000
 
@@ -62,8 +62,9 @@ def resolve_run(runs: list[dict], run: str) -> str:
 
 
 def events_from_db(path: str, run: str) -> tuple[str, list[dict]]:
-    """(run id, events) from the server's SQLite file; `run` is an id, a unique name or "latest"."""
-    if not os.path.exists(path):
+    """(run id, events) from the server's SQLite file (or PostgreSQL URL); `run` is an id, a unique name or
+    "latest"."""
+    if not is_postgres_url(path) and not os.path.exists(path):
         raise RunNotFound(f"no database at {path!r} (the server's --db, default ~/.rtxviz/runs.db)")
     try:  # read-only: reading beside a running server, which holds the writer's lock, is fine
         store = open_store(path, read_only=True)

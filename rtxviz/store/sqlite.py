@@ -43,49 +43,32 @@ from .base import (
     StepRecord,
     StoredEvent,
     StoreError,
+    StoreForbidden,
     StoreFull,
     StoreLocked,
     StoreOpenError,
     StoreUnavailable,
+    UserExists,
+    UserRecord,
 )
 from .history import HistoryTracker
+from .migrations import LATEST, VERSION_TABLE, check_user_name, pending, statements, too_new
 
 try:  # POSIX; elsewhere a second writer is not detected (documented in docs/server.md)
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-#: The per-step gradient summaries (history.py): a value's name is stored once per run (`history_names`), each
-#: step's numbers as one short row keyed (name id, step), so one value's history is one range of the primary key.
-#: Plain SQL that ports (PostgreSQL: ``BIGINT``/``DOUBLE PRECISION``, ``GREATEST`` for ``MAX`` in the upsert).
-HISTORY_SCHEMA = """
-CREATE TABLE IF NOT EXISTS history_names (
-    id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, name TEXT NOT NULL, UNIQUE (run_id, name)
-);
-CREATE TABLE IF NOT EXISTS history (
-    name_id INTEGER NOT NULL, step INTEGER NOT NULL, grad_norm REAL, update_ratio REAL,
-    nonfinite INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (name_id, step)
-) WITHOUT ROWID;
-"""
+#: The per-step history's upsert (history.py; its tables are migrations.py's number 3). Plain SQL that ports
+#: (PostgreSQL's, postgres.py, has GREATEST for SQLite's two-argument MAX).
 _HISTORY_UPSERT = (
     "INSERT INTO history (name_id, step, grad_norm, update_ratio, nonfinite) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(excluded.grad_norm, grad_norm), "
     "update_ratio = COALESCE(excluded.update_ratio, update_ratio), nonfinite = MAX(nonfinite, excluded.nonfinite)")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY, name TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL,
-    status TEXT NOT NULL DEFAULT 'running', meta TEXT NOT NULL DEFAULT '{}',
-    n_events INTEGER NOT NULL DEFAULT 0, dropped INTEGER NOT NULL DEFAULT 0, last_step INTEGER
-);
-CREATE TABLE IF NOT EXISTS events (
-    run_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, step INTEGER, body TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS events_kind ON events (run_id, kind, seq);
-""" + HISTORY_SCHEMA
-
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
+#: What a reader selects from a database of schema version 1 (no owners yet: it has not been upgraded by a writer)
+_RUN_COLUMNS_V1 = _RUN_COLUMNS.replace("owner", "NULL AS owner")
 
 # SQLite's primary result codes (the low byte of sqlite3.Error.sqlite_errorcode)
 _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 8, 10, 11, 13, 14, 26
@@ -160,6 +143,10 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             self._release_lock()
             raise StoreOpenError(_advice(path, exc, reading=read_only)) from None
+        except StoreOpenError:
+            self._release_lock()
+            raise
+        self._users: dict[str, UserRecord] = {}  # token hash -> user, hits only (users are added, never changed)
         self._wlock = threading.Lock()
         self._rlock = self._wlock if self._r is self._w else threading.Lock()
 
@@ -168,6 +155,7 @@ class SQLiteStore:
             uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
             self._w = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
             self._r = self._w
+            self._version = self._read_version()
         else:
             self._w = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._w.execute("PRAGMA journal_mode=WAL")
@@ -178,10 +166,11 @@ class SQLiteStore:
                 problems = [row[0] for row in self._w.execute("PRAGMA quick_check(5)")]
                 if problems != ["ok"]:
                     raise sqlite3.DatabaseError(f"database disk image is malformed: {'; '.join(problems)}")
-            self._w.executescript(_SCHEMA)
+            self._version = self._migrate()
             # one reader connection beside the writer (WAL lets it read while the writer commits); an in-memory
             # database exists only on its own connection, so there the writer reads too
             self._r = self._w if memory else sqlite3.connect(path, check_same_thread=False)
+        self._run_columns = _RUN_COLUMNS if self._version >= 2 else _RUN_COLUMNS_V1
         self._next: dict[str, int] = {}
         self._runs: set[str] = set()
         self._history = HistoryTracker()
@@ -192,6 +181,40 @@ class SQLiteStore:
                                          "WHERE e.run_id = runs.id) FROM runs"):
             self._next[run_id] = n + 1
             self._runs.add(run_id)
+
+    def _read_version(self) -> int:
+        """The database's schema version (0: made before versioning); refuses one newer than this code."""
+        try:
+            row = self._w.execute("SELECT version FROM schema_version").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            row = None
+        version = int(row[0]) if row else 0
+        if version > LATEST:
+            raise too_new(version, self.path)
+        return version
+
+    def _migrate(self) -> int:
+        """Bring the database to `LATEST` in one transaction (see migrations.py); return the version."""
+        w = self._w
+        w.execute("BEGIN IMMEDIATE")
+        try:
+            w.execute(VERSION_TABLE)
+            current = self._read_version()
+            todo = pending(current)
+            for migration in todo:
+                for sql in statements(migration, "sqlite"):
+                    w.execute(sql)
+            if todo:
+                w.execute("DELETE FROM schema_version")
+                w.execute("INSERT INTO schema_version (version) VALUES (?)", (LATEST,))
+            w.execute("COMMIT")
+        except BaseException:
+            if w.in_transaction:
+                w.execute("ROLLBACK")
+            raise
+        return LATEST
 
     def _release_lock(self) -> None:
         if self._lock_file is not None:
@@ -215,11 +238,13 @@ class SQLiteStore:
 
     # -- writing ---------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow],
-               dropped: int | None = None, meta: dict[str, Any] | None = None) -> tuple[int, list[str]]:
+               dropped: int | None = None, meta: dict[str, Any] | None = None,
+               owner: str | None = None) -> tuple[int, list[str]]:
         """Append `(kind, step, json_text)` events to a run (created if new); returns (first seq, stored texts).
 
         The stored text is the event's JSON with ``"seq":N`` put first. `dropped` is the emitter's running total
-        of dropped events (kept as the run's maximum).
+        of dropped events (kept as the run's maximum). A new run is `owner`'s; another user's run raises
+        `StoreForbidden` (see `RunStore.append`).
         """
         now = time.time()
         with self._wlock:
@@ -252,8 +277,12 @@ class SQLiteStore:
             cur.execute("BEGIN")
             try:
                 if run_id not in self._runs:
-                    cur.execute("INSERT INTO runs (id, name, created, updated, meta) VALUES (?, ?, ?, ?, ?)",
-                                (run_id, (run_name or run_id)[:256], now, now, json.dumps(run_meta or {})))
+                    cur.execute("INSERT INTO runs (id, name, created, updated, meta, owner) VALUES (?, ?, ?, ?, ?, ?)",
+                                (run_id, (run_name or run_id)[:256], now, now, json.dumps(run_meta or {}), owner))
+                elif owner is not None:  # only a user's append pays for the check (the admin may append anywhere)
+                    held = cur.execute("SELECT owner FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+                    if held != owner:
+                        raise StoreForbidden(forbidden(run_id, owner))
                 cur.executemany("INSERT INTO events (run_id, seq, kind, step, body) VALUES (?, ?, ?, ?, ?)", rows)
                 self._append_history(run_id, events, first)
                 cur.execute(
@@ -358,14 +387,20 @@ class SQLiteStore:
         d["meta"] = json.loads(d["meta"])
         return d
 
-    def list_runs(self, limit: int = 1000) -> list[RunRecord]:
-        """At most `limit` runs, newest first."""
-        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created DESC LIMIT ?", (limit,))
+    def list_runs(self, limit: int = 1000, owner: str | None = None) -> list[RunRecord]:
+        """At most `limit` runs, newest first; only `owner`'s when given."""
+        if owner is None:
+            rows = self._query(f"SELECT {self._run_columns} FROM runs ORDER BY created DESC LIMIT ?", (limit,))
+        elif self._version < 2:  # a reader of a database from before accounts: nobody owns anything
+            rows = []
+        else:
+            rows = self._query(f"SELECT {self._run_columns} FROM runs WHERE owner = ? ORDER BY created DESC "
+                               "LIMIT ?", (owner, limit))
         return [self._run_row(r) for r in rows]
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """One run, or None."""
-        rows = self._query(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        rows = self._query(f"SELECT {self._run_columns} FROM runs WHERE id = ?", (run_id,))
         return self._run_row(rows[0]) if rows else None
 
     def events(self, run_id: str, after: int = 0, limit: int = 1000, kinds: Sequence[str] | None = None,
@@ -405,6 +440,37 @@ class SQLiteStore:
             raise
         return [tuple(r) for r in rows]
 
+    # -- accounts --------------------------------------------------------------------------------------------
+    def add_user(self, name: str, token_hash: str, teacher: bool = False) -> UserRecord:
+        """Add a user with their token's hash; `UserExists` when the name (or the token) is taken."""
+        check_user_name(name)
+        user: UserRecord = {"name": name, "teacher": bool(teacher), "created": time.time()}
+        with self._wlock:
+            self._check_writable()
+            try:  # one statement: autocommit makes it its own transaction
+                self._w.execute("INSERT INTO users (name, token_hash, teacher, created) VALUES (?, ?, ?, ?)",
+                                (name, token_hash, int(bool(teacher)), user["created"]))
+            except sqlite3.IntegrityError as exc:
+                raise UserExists(user_exists(name, self.path, str(exc))) from None
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from exc
+        return user
+
+    def find_user(self, token_hash: str) -> UserRecord | None:
+        """The user with this token hash, or None (hits are cached: users are never changed)."""
+        user = self._users.get(token_hash)
+        if user is None and self._version >= 2:
+            rows = self._query("SELECT name, teacher, created FROM users WHERE token_hash = ?", (token_hash,))
+            if rows:
+                user = self._users[token_hash] = _user_row(rows[0])
+        return user
+
+    def list_users(self) -> list[UserRecord]:
+        """Every user, in the order they were added."""
+        if self._version < 2:
+            return []
+        return [_user_row(r) for r in self._query("SELECT name, teacher, created FROM users ORDER BY id", ())]
+
     def close(self) -> None:
         """Close both connections and let another writer have the file."""
         with self._wlock:
@@ -412,6 +478,22 @@ class SQLiteStore:
                 self._r.close()
             self._w.close()
             self._release_lock()
+
+
+def _user_row(row: tuple[Any, ...]) -> UserRecord:
+    return {"name": row[0], "teacher": bool(row[1]), "created": float(row[2])}
+
+
+def forbidden(run_id: str, owner: str) -> str:
+    """StoreForbidden's message (it does not say whose run it is: that is not the asker's to know)."""
+    return f"run {run_id} belongs to another user, not {owner}: choose another run id"
+
+
+def user_exists(name: str, where: str, reason: str) -> str:
+    """UserExists' message, by which unique column refused the user."""
+    if "token" in reason:
+        return f"that token is already another user's (in {where}); make a new token"
+    return f"a user named {name} exists already in {where}; choose another name"
 
 
 def _hold_writer_lock(path: str) -> IO[str] | None:

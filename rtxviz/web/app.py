@@ -12,10 +12,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -24,7 +25,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from .._version import __version__
-from ..store import StoreFull, StoreUnavailable, default_db_path, open_store
+from ..store import Notifying, RunStore, StoreForbidden, StoreFull, StoreUnavailable, default_db_path, open_store
 from .deps import Settings, require_token
 from .hub import Hub
 from .routers import history, ingest, runs, ws
@@ -63,26 +64,71 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
+def _listen(store: Notifying, hub: Hub) -> Callable[[], None]:
+    """Hand the ranges other server processes commit to this one's hub (fan-out across workers); returns the
+    function that stops it. The store calls back from its own thread: each range hops onto the event loop,
+    where the hub lives, in the order it came."""
+    loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task] = set()
+
+    async def announce(run_id: str) -> None:  # a run appeared or changed in another process: tell the lobby
+        run = await asyncio.to_thread(cast(RunStore, store).get_run, run_id)
+        if run is not None:
+            hub.publish_run(run)
+
+    def on_loop(run_id: str, first: int, last: int, changed: bool) -> None:
+        hub.notified(run_id, first, last)
+        if changed:
+            task = loop.create_task(announce(run_id))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    def from_thread(run_id: str, first: int, last: int, changed: bool) -> None:
+        try:
+            loop.call_soon_threadsafe(on_loop, run_id, first, last, changed)
+        except RuntimeError:  # the loop has closed: the server is stopping
+            pass
+
+    def reconnected() -> None:  # ranges committed while the store was not listening: read them from the store
+        try:
+            loop.call_soon_threadsafe(hub.resync)
+        except RuntimeError:
+            pass
+
+    return store.listen(from_thread, reconnected)
+
+
 def create_app(db: str | None = None, settings: Settings | None = None, static_dir: str | Path | None = None,
                **options: Any) -> FastAPI:
-    """Build the server app. `db`: SQLite path (``":memory:"`` for a throwaway store); `settings` or keyword
+    """Build the server app. `db`: SQLite path (``":memory:"`` for a throwaway store) or a ``postgresql://``
+    URL (several server processes may share it: each one's viewers see every one's events); `settings` or keyword
     options (token=..., max_body_bytes=..., see `Settings`). Raises `rtxviz.store.StoreOpenError` (naming the file
     and what to do) when the database cannot be opened, `StoreLocked` when another process writes it.
 
     Store failures while serving are answered with their reason: 507 when full (a bound, or the disk), 503 when
-    the database cannot be used (damaged, I/O error)."""
+    the database cannot be used (damaged, I/O error, connection lost), 403 for another user's run."""
     s = settings or Settings(**options)
     store = open_store(db or default_db_path())
+    hub = Hub(store, max_clients=s.max_clients, queue_batches=s.client_queue_batches)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        store.close()
+        stop = _listen(store, hub) if isinstance(store, Notifying) else None
+        try:
+            yield
+        finally:
+            if stop is not None:
+                stop()
+            store.close()
 
     app = FastAPI(title="rtxviz", version=__version__, lifespan=lifespan)
     app.state.settings = s
     app.state.store = store
-    app.state.hub = Hub(store, max_clients=s.max_clients, queue_batches=s.client_queue_batches)
+    app.state.hub = hub
+
+    @app.exception_handler(StoreForbidden)
+    async def store_forbidden(request: Request, exc: StoreForbidden) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
 
     @app.exception_handler(StoreFull)
     async def store_full(request: Request, exc: StoreFull) -> JSONResponse:

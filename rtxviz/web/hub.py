@@ -65,6 +65,23 @@ class Hub:
         for c in clients:
             _offer(c, item)
 
+    def notified(self, run_id: str, first: int, last: int) -> None:
+        """Another server process committed seqs `first`..`last` of the run (a PostgreSQL notification): every
+        client of the run reads what it has not sent yet from the store, in order with the live batches (a range
+        it already has is skipped). Never blocks; call it from the loop."""
+        clients = self._runs.get(run_id)
+        if not clients:
+            return
+        item = (first, None, last)  # no texts: the sender fetches them from the store
+        for c in clients:
+            _offer(c, item)
+
+    def resync(self) -> None:
+        """Announcements of other processes' ranges may have been missed (the store's listening connection was
+        lost): every client reads whatever its run has that it has not sent yet from the store."""
+        for run_id in list(self._runs):
+            self.notified(run_id, 1, 2**63 - 1)
+
     def publish_run(self, run: dict[str, Any]) -> None:
         """Tell lobby clients that a run appeared or changed."""
         if not self._lobby:
@@ -81,8 +98,9 @@ class Hub:
             return
         self._runs.setdefault(run_id, set()).add(client)
         try:
-            await ws.send_text(json.dumps({"type": "hello", "v": 1, "run": run,
-                                           "last_seq": self.store.last_seq(run_id)}))
+            # off the loop: a store that several processes write asks its database (base.py)
+            last = await asyncio.to_thread(self.store.last_seq, run_id)
+            await ws.send_text(json.dumps({"type": "hello", "v": 1, "run": run, "last_seq": last}))
             await self._run_client(client, self._send_events)
         finally:
             self._forget(client, self._runs.get(run_id))
@@ -148,6 +166,10 @@ class Hub:
         queue = client.queue
         while True:
             first, texts, shared = await queue.get()
+            if texts is None:  # a range another process stored (`notified`): `shared` is its last seq
+                if shared >= client.next_seq:
+                    await self._replay(client, head, upto=shared)
+                continue
             end = first + len(texts)
             if end <= client.next_seq:
                 continue  # already sent (from the store)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+import time
 
 import pytest
 
-from rtxviz.store import RUN_FIELDS, RunStore, SQLiteStore, StoreFull
+from rtxviz.store import RUN_FIELDS, RunStore, SQLiteStore, StoreForbidden, StoreFull, UserExists, hash_token
 
 from .conftest import Opener
 
@@ -26,11 +27,19 @@ def _parameters(fn: object) -> list[tuple[str, object, object]]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("impl", [SQLiteStore])
+def _implementations() -> list[type]:
+    try:
+        from rtxviz.store.postgres import PostgresStore
+    except ImportError:  # psycopg not installed: the PostgreSQL tests skip (conftest.py)
+        return [SQLiteStore]
+    return [SQLiteStore, PostgresStore]
+
+
+@pytest.mark.parametrize("impl", _implementations())
 def test_an_implementation_has_every_method_of_the_interface_with_its_parameters(impl: type) -> None:
     methods = [name for name, member in vars(RunStore).items() if not name.startswith("_") and callable(member)]
     assert {"append", "delete_run", "has_run", "last_seq", "list_runs", "get_run", "events", "steps",
-            "close"} <= set(methods)
+            "add_user", "find_user", "list_users", "close"} <= set(methods)
     for name in methods:
         assert _parameters(getattr(impl, name)) == _parameters(getattr(RunStore, name)), name
 
@@ -160,3 +169,86 @@ def test_concurrent_appends_keep_seqs_dense_and_ordered(store: RunStore) -> None
         t.join()
     assert sorted(firsts) == list(range(1, 161, 2))
     assert seqs(store.events("r", limit=1000)) == list(range(1, 161)) and store.last_seq("r") == 160
+
+
+# -- accounts ------------------------------------------------------------------------------------------------------
+def test_a_new_run_is_its_posters_and_only_they_or_the_admin_may_append(store: RunStore) -> None:
+    store.append("mine", None, [ev("log")], owner="ada")
+    store.append("admins", None, [ev("log")])
+    assert store.get_run("mine")["owner"] == "ada" and store.get_run("admins")["owner"] is None  # type: ignore[index]
+    assert store.append("mine", None, [ev("log")], owner="ada")[0] == 2
+    with pytest.raises(StoreForbidden, match="mine belongs to another user, not bob"):
+        store.append("mine", None, [ev("log"), ev("log")], owner="bob")
+    with pytest.raises(StoreForbidden):
+        store.append("admins", None, [ev("log")], owner="bob")  # nobody's run is not a student's either
+    assert store.last_seq("mine") == 2 and seqs(store.events("mine")) == [1, 2]  # the refused batch left nothing
+    assert store.append("mine", None, [ev("log")])[0] == 3  # the admin token appends anywhere
+    assert store.get_run("mine")["owner"] == "ada"  # type: ignore[index]
+
+
+def test_list_runs_of_one_owner(store: RunStore) -> None:
+    for run_id, owner in (("a1", "ada"), ("b1", "bob"), ("a2", "ada"), ("n", None)):
+        store.append(run_id, None, [ev("log")], owner=owner)
+    assert [r["id"] for r in store.list_runs(owner="ada")] == ["a2", "a1"]
+    assert [r["id"] for r in store.list_runs(1, owner="ada")] == ["a2"]
+    assert [r["id"] for r in store.list_runs(owner="nobody")] == []
+    assert [(r["id"], r["owner"]) for r in store.list_runs()] == [("n", None), ("a2", "ada"), ("b1", "bob"),
+                                                                 ("a1", "ada")]
+
+
+def test_two_students_racing_for_one_run_id_cannot_both_own_it(store: RunStore) -> None:
+    outcomes: dict[str, str] = {}
+    barrier = threading.Barrier(2)
+
+    def post(owner: str) -> None:
+        barrier.wait()
+        try:
+            store.append("race", None, [ev("log")], owner=owner)
+            outcomes[owner] = "stored"
+        except StoreForbidden:
+            outcomes[owner] = "forbidden"
+
+    threads = [threading.Thread(target=post, args=(name,)) for name in ("ada", "bob")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes.values()) == ["forbidden", "stored"]
+    winner = next(name for name, outcome in outcomes.items() if outcome == "stored")
+    assert store.get_run("race")["owner"] == winner and store.last_seq("race") == 1  # type: ignore[index]
+
+
+def test_users_are_added_found_by_token_hash_and_listed_in_order(store: RunStore) -> None:
+    before = time.time()
+    ada = store.add_user("ada", hash_token("t-ada"), teacher=True)
+    store.add_user("bob.b-2_", hash_token("t-bob"))
+    assert ada["name"] == "ada" and ada["teacher"] is True and before <= ada["created"] <= time.time()
+    assert store.find_user(hash_token("t-ada")) == ada
+    bob = store.find_user(hash_token("t-bob"))
+    assert bob is not None and (bob["name"], bob["teacher"]) == ("bob.b-2_", False)
+    assert store.find_user(hash_token("t-eve")) is None and store.find_user("t-ada") is None  # the hash, not the token
+    assert [(u["name"], u["teacher"]) for u in store.list_users()] == [("ada", True), ("bob.b-2_", False)]
+
+
+def test_a_taken_name_or_token_is_user_exists_and_a_bad_name_a_value_error(store: RunStore) -> None:
+    store.add_user("ada", hash_token("t1"))
+    with pytest.raises(UserExists, match="named ada exists"):
+        store.add_user("ada", hash_token("t2"))
+    with pytest.raises(UserExists, match="token is already"):
+        store.add_user("eve", hash_token("t1"))
+    for bad in ("", "a b", "x" * 65, "ada;drop", "é"):
+        with pytest.raises(ValueError, match="user name must be"):
+            store.add_user(bad, hash_token("t3"))
+    assert [u["name"] for u in store.list_users()] == ["ada"]
+
+
+def test_users_and_owners_survive_a_restart(open_store: Opener) -> None:
+    store = open_store()
+    store.add_user("ada", hash_token("t"))
+    store.append("r", None, [ev("log")], owner="ada")
+    store.close()
+    again = open_store()
+    assert again.find_user(hash_token("t"))["name"] == "ada"  # type: ignore[index]
+    assert again.get_run("r")["owner"] == "ada"  # type: ignore[index]
+    with pytest.raises(StoreForbidden):
+        again.append("r", None, [ev("log")], owner="bob")

@@ -1,4 +1,5 @@
-"""rtxviz/store stands below the server and the exports: it imports the standard library and rtxviz.schema only."""
+"""rtxviz/store stands below the server and the exports: it imports the standard library and rtxviz.schema only
+(and postgres.py its driver, psycopg)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def test_the_store_imports_only_the_standard_library_and_the_schema() -> None:
     for path in sorted(STORE.glob("*.py")):
         for line, module in _imports(path):
             top = module.split(".")[0]
-            allowed = (top in sys.stdlib_module_names or module == "__future__" or module == "rtxviz.schema"
+            driver = path.name == "postgres.py" and top in ("psycopg", "psycopg_pool")
+            allowed = (driver or top in sys.stdlib_module_names or module == "__future__" or module == "rtxviz.schema"
                        or module == "rtxviz.store" or module.startswith("rtxviz.store."))
             if not allowed:
                 bad.append(f"{path.name}:{line}: {module}")

@@ -28,7 +28,8 @@ FUZZ = settings(max_examples=80, deadline=None, derandomize=True,
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+def client(tmp_path_factory: pytest.TempPathFactory, store_backend: str) -> Iterator[TestClient]:
+    # store_backend (tests/web/conftest.py): one client per store, not one for both
     with TestClient(create_app(db=str(tmp_path_factory.mktemp("fuzz") / "runs.db"))) as c:
         yield c
 
