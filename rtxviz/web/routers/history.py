@@ -9,10 +9,10 @@ NaN/Inf). A name with no history (a constant, an input, a typo) answers empty co
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from ...store.history import history_columns, use_decoder
@@ -31,8 +31,10 @@ use_decoder(orjson.loads)
 async def run_history(store: StoreDep, run_id: RunIdPath,
                       name: Annotated[str, Query(min_length=1, max_length=1024,
                                                  description="the value's key: module|op|k, or L:<leaf name>")],
-                      limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000) -> dict[str, Any]:
+                      limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000) -> Response:
     """The per-step history of one graph value, in step order (at most `limit` steps)."""
     await _run(store, run_id)
     rows = await run_in_threadpool(store.history, run_id, name, limit)
-    return {"run_id": run_id, "name": name, **history_columns(rows)}
+    # encoded by orjson here: FastAPI's own encoding walks every one of the 40,000 values of 10,000 steps first
+    body = orjson.dumps({"run_id": run_id, "name": name, **history_columns(rows)})
+    return Response(body, media_type="application/json")
