@@ -21,6 +21,10 @@
    drawing the marks, and the browser's restyle and paint of them).
 7. issue 16's sizes: first render of a recorded ~5,000-node graph fully expanded (a budget above its size, so no
    group collapses or folds), with the minimap drawn; frames per second panning a ~2,600-node graph fully expanded.
+8. history of a parameter over 10,000 steps (issue 16): a run of 10,000 steps (each with its optimizer_step
+   report, the last with the graph), the parameter's node clicked; from the click to the first animation frame
+   after its sparklines are drawn (GET /api/runs/{id}/history, the JSON, the two sparklines), the history's cache
+   emptied before each of 5 tries; and the inspector redrawn from the cache (the sparklines alone).
 
     python benchmarks/bench_frontend.py [--seconds 8] [--repeat 3] [--only expand,live,burst] [--json out.json]
 
@@ -47,7 +51,8 @@ from tests.browser.graphs import big_graph, gpt_graph  # noqa: E402
 from tests.browser.shared_browser import CHROMIUM, LAUNCH_ARGS  # noqa: E402
 
 TARGETS = {"latency_p95_ms": 150, "first_render_ms": 1500, "pan_fps": 30, "expand_ms": 300, "burst_p95_ms": 400,
-           "search_keystroke_ms": 50, "first_render_5k_ms": 1000, "pan_fps_2500": 50}
+           "search_keystroke_ms": 50, "first_render_5k_ms": 1000, "pan_fps_2500": 50,
+           "history_10k_ms": 200}
 # every drawn edge points down (the layered placement's promise), from the nodes' transforms
 EDGES_UP = """() => {
   const pos = {};
@@ -281,6 +286,65 @@ def bench_search(browser, url: str, query: str = "layers.17.mlp") -> dict:
             "cpu_max_ms": round(max(cpu), 1)}
 
 
+def history_run(steps: int = 10_000) -> list[dict]:
+    """`steps` training steps of one parameter: each reports its optimizer step (gradient norm, update ratio, a
+    norm that spans decades); the last also records its graph (the parameter feeding a matmul, then the loss)."""
+    sh = dict(dtype="float32", device="cpu")
+    evs = [{"v": 1, "kind": "run_start", "t": 0.0, "step": None, "name": "history10k"},
+           {"v": 1, "kind": "leaf", "t": 0.0, "step": 0, "id": 1, "name": "model.fc.weight", "shape": [8, 8],
+            "requires_grad": True, "param": True, **sh}]
+    for st in range(steps):
+        g = 10 ** (-3 + 4 * ((st * 37) % 1000) / 1000)  # 1e-3 .. 10, four decades
+        evs.append({"v": 1, "kind": "step_begin", "t": 0.0, "step": st})
+        if st == steps - 1:
+            evs += [{"v": 1, "kind": "node", "t": 0.0, "step": st, "id": 1, "op": "matmul", "inputs": [{"leaf": 1}],
+                     "shape": [8, 8], "module": "model.fc", **sh},
+                    {"v": 1, "kind": "node", "t": 0.0, "step": st, "id": 2, "op": "sum", "inputs": [{"node": 1}],
+                     "shape": [], **sh}]
+        evs.append({"v": 1, "kind": "optimizer_step", "t": 0.0, "step": st, "optimizer": "SGD", "params": [
+            {"leaf": 1, "name": "model.fc.weight", "grad_norm": g, "param_norm": 1.0, "update_norm": g * 0.01,
+             "update_ratio": g * 0.01}]})
+        evs.append({"v": 1, "kind": "step_end", "t": 0.0, "step": st})
+    return evs
+
+
+# click the node, then poll each animation frame until its sparklines are drawn: ms from the click
+HISTORY_CLICK = """([key, n]) => new Promise(done => {
+  window.__rtxviz.normHistory.reset();
+  const el = [...document.querySelectorAll('g.vnode')].find(e => e.dataset.key === key);
+  const t0 = performance.now();
+  el.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+  const poll = () => {
+    const box = document.querySelector(`.norm-history[data-n="${n}"]`);
+    if (box && box.dataset.drawn) done(performance.now() - t0); else requestAnimationFrame(poll);
+  };
+  requestAnimationFrame(poll);
+})"""
+HISTORY_REDRAW = """() => new Promise(done => {
+  const t0 = performance.now();
+  window.__rtxviz.inspector.render();
+  const js = performance.now() - t0;
+  requestAnimationFrame(() => setTimeout(() => done([performance.now() - t0, js]), 0));
+})"""
+
+
+def bench_history(browser, url: str, steps: int = 10_000, tries: int = 5) -> dict:
+    """Click a parameter whose history has `steps` steps; time until its sparklines are drawn."""
+    page = browser.new_page()
+    last = int(json.loads(urllib.request.urlopen(f"{url}/api/runs/history10k").read())["n_events"])
+    page.goto(f"{url}/?run=history10k")
+    page.wait_for_function(f"window.__rtxviz && window.__rtxviz.metrics.drawnSeq >= {last}", timeout=120_000)
+    page.wait_for_function("[...document.querySelectorAll('g.vnode')].some(e => e.dataset.key === 'L:model.fc.weight')")
+    clicks = [page.evaluate(HISTORY_CLICK, ["L:model.fc.weight", steps]) for _ in range(tries)]
+    redraws = [page.evaluate(HISTORY_REDRAW) for _ in range(tries)]
+    scale = page.get_attribute("svg.spark-grad", "data-scale")
+    page.close()
+    return {"steps": steps, "click_to_drawn_ms": [round(x, 1) for x in clicks],
+            "click_to_drawn_p50_ms": round(_pct(clicks, 0.5), 1), "click_to_drawn_max_ms": round(max(clicks), 1),
+            "redraw_from_cache_ms": [round(x[0], 1) for x in redraws],
+            "redraw_inspector_js_ms": [round(x[1], 1) for x in redraws], "scale": scale}
+
+
 def bench_burst(browser, url: str, n: int = 13_000) -> dict:
     """A live run gets `n` events in one post (a big model's step arriving at once); emit -> drawn over them."""
     events = gpt_graph(n_blocks=12, ops_per_block=481)[: n + 1]  # run_start, then n events of one step
@@ -318,9 +382,9 @@ def main() -> int:
     ap.add_argument("--static", type=Path, default=None,
                     help="serve this built viewer instead of rtxviz/web/static (to compare two builds, run by run)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated parts: big, expand, live, burst, search, render5k, pan2500 (default all)")
+                    help="comma-separated parts: big, expand, live, burst, search, render5k, pan2500, history (default all)")
     args = ap.parse_args()
-    every = {"big", "expand", "live", "burst", "search", "render5k", "pan2500"}
+    every = {"big", "expand", "live", "burst", "search", "render5k", "pan2500", "history"}
     parts = set(args.only.split(",")) if args.only else every
     if not (ROOT / "rtxviz" / "web" / "static" / "app.js").is_file():
         print("frontend not built: cd frontend && npm ci && npm run build", file=sys.stderr)
@@ -367,6 +431,9 @@ def main() -> int:
             p2k = big_graph(n_blocks=13, ops_per_block=160)
             post_events(url, "p2k", p2k)
             results["pan2500"] = bench_big(browser, url, 10_000, "p2k")
+        if "history" in parts:
+            post_events(url, "history10k", history_run())
+            results["history"] = bench_history(browser, url)
         browser.browser.close()
     ok = (parts == every
           and results["live"]["latency_p95_ms"] <= TARGETS["latency_p95_ms"]
@@ -377,7 +444,8 @@ def main() -> int:
           and results["burst"]["latency_p95_ms"] <= TARGETS["burst_p95_ms"]
           and results["search"]["keystroke_max_ms"] <= TARGETS["search_keystroke_ms"]
           and results["render5k"]["first_render_ms"] <= TARGETS["first_render_5k_ms"]
-          and results["pan2500"]["pan_fps"] >= TARGETS["pan_fps_2500"])
+          and results["pan2500"]["pan_fps"] >= TARGETS["pan_fps_2500"]
+          and results["history"]["click_to_drawn_max_ms"] <= TARGETS["history_10k_ms"])
     results["targets"] = TARGETS
     results["load_average"] = [round(x, 2) for x in os.getloadavg()]
     results["all_targets_met"] = ok

@@ -17,6 +17,14 @@ export interface RunInfo {
   owner?: string | null;
 }
 
+/** GET /api/runs/{id}/history: columns, one entry per recorded step (rtxviz/web/routers/history.py). */
+export interface HistoryData {
+  steps: number[];
+  grad_norm: (number | null)[];
+  update_ratio: (number | null)[];
+  nonfinite: number[];
+}
+
 // The server was started with a token (`rtxviz serve --token ...` or RTXVIZ_TOKEN); it does not print it.
 const TOKEN_ASK = "This rtxviz server needs the access token it was started with (rtxviz serve --token, or RTXVIZ_TOKEN):";
 const TOKEN_REFUSED = "The server refused that token. Type the token it was started with (rtxviz serve --token, or RTXVIZ_TOKEN):";
@@ -78,6 +86,13 @@ export class Api {
       if (!page.more || page.next_after === null) return out;
       after = page.next_after;
     }
+  }
+
+  /** One value's gradient norm and update/weight ratio over the run's steps (GET /api/runs/{id}/history). */
+  async history(runId: string, name: string): Promise<HistoryData> {
+    const r = await this.get(`/api/runs/${encodeURIComponent(runId)}/history?name=${encodeURIComponent(name)}`);
+    if (!r.ok) throw new Error(`history: ${r.status}`);
+    return (await r.json()) as HistoryData;
   }
 
   wsUrl(path: string, params: Record<string, string | number> = {}): string {

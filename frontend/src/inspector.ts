@@ -11,6 +11,8 @@ export class Inspector {
   selected: string | null = null;
   /** A node was selected (the deep link follows it). */
   onSelect: (vid: string) => void = () => {};
+  /** More sections under the inspected item (the history's sparklines, normhistory.ts). */
+  extra: (el: HTMLElement, it: VItem | null) => void = () => {};
 
   constructor(private pane: GraphPane, private graph: () => StepGraph | null, private toggle: (it: VItem) => void) {}
 
@@ -34,5 +36,6 @@ export class Inspector {
     renderInspector(body, it, g, (x) => this.toggle(x), (k) => this.selectKey(k));
     const saved = it && g ? savedSection(it, g) : null;
     if (saved) body.append(saved);
+    this.extra(body, it);
   }
 }

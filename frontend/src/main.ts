@@ -21,6 +21,8 @@ import { SavedToggle } from "./saved";
 import { Search } from "./search";
 import { RunModel } from "./state";
 import { Teacher } from "./teach";
+import { NormHistory } from "./normhistory";
+import { DiffPanel } from "./diff";
 
 const api = new Api();
 const metrics = newMetrics();
@@ -74,13 +76,26 @@ const paths = new PathToggles({
   },
   mark: (src, down, up) => pane.view.markPaths(src, down, up),
 });
+const normHistory = new NormHistory({
+  fetch: (name) => (EMBEDDED ? null : api.history(runs.current ?? "", name)),
+  model: () => history.model,
+  ready: (name) => { if (inspector.selected && pane.item(inspector.selected)?.node?.key === name) inspector.render(); },
+});
+inspector.extra = (el, it) => {
+  if (it?.node) normHistory.render(el, it.node.key, history.replayed?.step ?? history.picked ?? history.graph?.step ?? null);
+};
+const diff = new DiffPanel({
+  model: () => history.model, shownStep: () => history.replayed?.step ?? history.picked ?? history.graph?.step ?? null,
+  stepEvents: (step) => feed.stepEvents(runs.current ?? "", step), showStep: (step) => history.showStep(step),
+  vidOf: (key) => pane.vidOf(key), mark: (m) => pane.view.markDiff(m), select: (key) => inspector.selectKey(key),
+});
 pane.view.onSelect = (vid) => inspector.select(vid);
 pane.view.onToggle = toggle;
 header.onAlert = (key) => inspector.selectKey(key);
 renderLegend($("#legend"));
 // for the benchmarks and the browser tests
 (window as unknown as { __rtxviz: unknown }).__rtxviz = { metrics, view: pane.view, runs, history, pane, inspector, teach,
-  renderMarkdown, search, link, paths, saved };
+  renderMarkdown, search, link, paths, saved, diff, normHistory };
 
 /** Draw the shown step and everything that depends on it. */
 function draw(): void {
@@ -97,6 +112,7 @@ function draw(): void {
   search.refresh(); // a new step or other groups: the same query, matched again
   paths.refresh();
   saved.refresh();
+  diff.refresh();
   teach.render(g);
   pane.layout.schedule(v);
   link.follow();
@@ -107,6 +123,8 @@ function open(runId: string): void {
   // an exported run keeps every step (nothing to fetch); the notebook's frame keeps recent steps (feed.ts)
   const model = new RunModel(EMBEDDED && !HOSTED ? Infinity : 4);
   history.reset(model);
+  normHistory.reset();
+  diff.toggle(false);
   frames.reset();
   pane.reset();
   inspector.selected = null;

@@ -115,6 +115,8 @@ export class GraphView {
   private filtered = false;
   /** The selection's paths (paths.ts): its own items, its path to the loss and its inputs' cone. */
   private path: { src: Set<string>; down: Set<string> | null; up: Set<string> | null } | null = null;
+  /** The step diff's marks (diff.ts): visible id -> its classes; null when no diff is shown. */
+  private diffMarks: Map<string, string> | null = null;
 
   constructor(container: HTMLElement) {
     this.svg = s("svg", { id: "graph", role: "img", "aria-label": "computation graph" });
@@ -304,6 +306,22 @@ export class GraphView {
     }
   }
 
+  /** Mark the step diff's nodes (visible id -> its classes, of "diff-added diff-reshaped diff-jumped"); null
+   * clears. */
+  markDiff(marks: Map<string, string> | null): void {
+    this.diffMarks = marks;
+    this.applyDiff();
+  }
+
+  private applyDiff(): void {
+    const m = this.diffMarks;
+    this.svg.classList.toggle("diffing", m !== null);
+    for (const [vid, el] of this.nodes) {
+      const c = m?.get(vid)?.split(" ") ?? [];
+      for (const k of ["diff-added", "diff-reshaped", "diff-jumped"]) el.classList.toggle(k, c.includes(k));
+    }
+  }
+
   /** Centre the view on a point of the drawing, keeping the zoom (at least readable: labels show from 0.35). */
   centre(p: Pos): void {
     const r = this.screenSize();
@@ -401,6 +419,7 @@ export class GraphView {
     this.drawEdgeLabels(v, place.pos);
     if (this.marked) this.applyMarks(); // nodes drawn anew got their class from drawNode, without the marks
     if (this.path) this.applyPaths();
+    if (this.diffMarks) this.applyDiff();
     this.onRender(v, place.pos);
   }
 

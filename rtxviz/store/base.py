@@ -33,6 +33,9 @@ StoredEvent: TypeAlias = tuple[int, str]
 RunRecord: TypeAlias = dict[str, Any]
 #: A step as `steps` gives it: ``{"step": int, "seq": int, "sampled": bool}``.
 StepRecord: TypeAlias = dict[str, Any]
+#: One step of a value's history as `history` gives it: ``(step, grad_norm, update_ratio, nonfinite)``; the norms
+#: are None where not sent (or not finite), nonfinite is 1 when the gradient held NaN/Inf (history.py).
+HistoryRow: TypeAlias = tuple[int, float | None, float | None, int]
 #: A user as `add_user`, `find_user` and `list_users` give it: ``{"name": str, "teacher": bool, "created": float}``.
 UserRecord: TypeAlias = dict[str, Any]
 
@@ -147,6 +150,13 @@ class RunStore(Protocol):
     def steps(self, run_id: str, limit: int = 10_000) -> list[StepRecord]:
         """The run's ``step_begin`` events in seq order, at most `limit`: ``{"step", "seq" (where it began),
         "sampled" (True unless the event said otherwise)}``."""
+        ...
+
+    def history(self, run_id: str, name: str, limit: int = 100_000) -> list[HistoryRow]:
+        """One value's per-step gradient summaries, in step order, at most `limit`: `name` is the page's key of
+        the value (``module|op|k`` for an op, ``L:<name>`` for a named leaf). `append` keeps them from the events
+        it stores (`rtxviz.store.history.HistoryTracker` says how they are named and what each number is); an
+        unknown run or name has none (an empty list)."""
         ...
 
     # -- accounts ----------------------------------------------------------------------------------------------

@@ -12,13 +12,13 @@ Each migration holds per-dialect statements where the dialects differ (types: SQ
 PostgreSQL's BIGINT and DOUBLE PRECISION; SQLite's rowid against a BIGSERIAL for the order users were added).
 
 >>> [m.version for m in MIGRATIONS], LATEST
-([1, 2], 2)
+([1, 2, 3], 3)
 >>> [m.version for m in pending(1)]
-[2]
+[2, 3]
 >>> statements(MIGRATIONS[1], "sqlite")[0]
 'ALTER TABLE runs ADD COLUMN owner TEXT'
->>> str(too_new(3, "runs.db")).split(":")[0]
-'runs.db has schema version 3, newer than this rtxviz knows (2)'
+>>> str(too_new(4, "runs.db")).split(":")[0]
+'runs.db has schema version 4, newer than this rtxviz knows (3)'
 """
 
 from __future__ import annotations
@@ -78,6 +78,23 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE TABLE users (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
             "token_hash TEXT NOT NULL UNIQUE, teacher BOOLEAN NOT NULL DEFAULT FALSE, "
             "created DOUBLE PRECISION NOT NULL)",
+        ),
+    ),
+    Migration(
+        3, "the per-step history: a value's name once per run, one row per value and step (history.py)",
+        sqlite=(
+            # IF NOT EXISTS: a file from the debug-history branch before migrations has them already
+            "CREATE TABLE IF NOT EXISTS history_names (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, "
+            "name TEXT NOT NULL, UNIQUE (run_id, name))",
+            "CREATE TABLE IF NOT EXISTS history (name_id INTEGER NOT NULL, step INTEGER NOT NULL, grad_norm REAL, "
+            "update_ratio REAL, nonfinite INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (name_id, step)) WITHOUT ROWID",
+        ),
+        postgres=(
+            "CREATE TABLE IF NOT EXISTS history_names (id BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL, "
+            "name TEXT NOT NULL, UNIQUE (run_id, name))",
+            "CREATE TABLE IF NOT EXISTS history (name_id BIGINT NOT NULL, step BIGINT NOT NULL, "
+            "grad_norm DOUBLE PRECISION, update_ratio DOUBLE PRECISION, nonfinite SMALLINT NOT NULL DEFAULT 0, "
+            "PRIMARY KEY (name_id, step))",
         ),
     ),
 )

@@ -43,6 +43,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from .base import (
     RUN_FIELDS,
     EventRow,
+    HistoryRow,
     RunRecord,
     StepRecord,
     StoredEvent,
@@ -53,6 +54,7 @@ from .base import (
     UserExists,
     UserRecord,
 )
+from .history import HistoryTracker
 from .migrations import LATEST, VERSION_TABLE, check_user_name, pending, statements, too_new
 from .pgurl import redact
 from .pgurl import where as _where
@@ -63,6 +65,12 @@ log = logging.getLogger("rtxviz.store")
 #: The LISTEN/NOTIFY channel of committed ranges. A notification's payload: ``origin run_id first last flag``,
 #: space-separated (run ids have no spaces), flag 1 when the run's row changed in a way a run list shows.
 CHANNEL = "rtxviz_events"
+#: The per-step history's upsert (history.py; the tables are migration 3's).
+_HISTORY_UPSERT = (
+    "INSERT INTO history (name_id, step, grad_norm, update_ratio, nonfinite) VALUES (%s, %s, %s, %s, %s) "
+    "ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(EXCLUDED.grad_norm, history.grad_norm), "
+    "update_ratio = COALESCE(EXCLUDED.update_ratio, history.update_ratio), "
+    "nonfinite = GREATEST(history.nonfinite, EXCLUDED.nonfinite)")
 #: The advisory lock key under which writers migrate the schema and create runs (so max_runs holds).
 _LOCK_MIGRATE, _LOCK_CREATE = 0x72747876, 0x72747877
 
@@ -94,6 +102,11 @@ class PostgresStore:
         self.origin = secrets.token_hex(6)  # tells this process's notifications from the others'
         self._connect_timeout = connect_timeout
         self._users: dict[str, UserRecord] = {}
+        # the per-step history's naming state (history.py) and each run's name ids, this process's; checked
+        # against the database before each batch (another process may have stored the run's previous one)
+        self._history = HistoryTracker()
+        self._name_ids: dict[str, dict[str, int]] = {}
+        self._hlock = threading.Lock()
         self._listeners: list[_Listener] = []
         try:  # one connection first, for its error: a pool only says it timed out
             with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout)), autocommit=True) as con:
@@ -227,6 +240,9 @@ class PostgresStore:
                 with con.cursor() as cur, cur.copy("COPY events (run_id, seq, kind, step, body) FROM STDIN") as copy:
                     for i, (kind, step, _) in enumerate(events):
                         copy.write_row((run_id, first + i, kind, step, texts[i]))
+            # a batch refused after this leaves the naming state ahead of the database: the batch sent again
+            # starts at the same seq, which `current` then refuses, so the state is rebuilt
+            self._append_history(con, run_id, events, first)
             if events or changed:  # delivered at commit, in commit order
                 con.execute("SELECT pg_notify(%s, %s)",
                             (CHANNEL, f"{self.origin} {run_id} {first} {first + k - 1} {int(changed)}"))
@@ -235,9 +251,60 @@ class PostgresStore:
     def delete_run(self, run_id: str) -> bool:
         """Delete a run and its events; False when there was no such run."""
         self._check_writable()
+        self._forget_history(run_id)
         with self._conn() as con, con.transaction():
             con.execute("DELETE FROM events WHERE run_id = %s", (run_id,))
+            con.execute("DELETE FROM history WHERE name_id IN (SELECT id FROM history_names WHERE run_id = %s)",
+                        (run_id,))
+            con.execute("DELETE FROM history_names WHERE run_id = %s", (run_id,))
             return con.execute("DELETE FROM runs WHERE id = %s RETURNING id", (run_id,)).fetchone() is not None
+
+    # -- the per-step history (history.py) -------------------------------------------------------------------
+    def _append_history(self, con: psycopg.Connection, run_id: str, events: Sequence[EventRow], first: int) -> None:
+        """Write the history rows of a batch stored from seq `first` on, in append's transaction (which holds the
+        run's row lock, so no other process writes this run meanwhile)."""
+        with self._hlock:  # the naming state is this process's; threads appending to other runs share the dict
+            if first == 1:
+                self._history.forget(run_id)
+                self._name_ids.pop(run_id, None)
+            elif not self._history.current(run_id, first):
+                # a restart, a refused batch, or the run's previous batch stored by another process: rebuild the
+                # naming from what is stored before this batch (and re-read the run's name ids)
+                self._name_ids.pop(run_id, None)
+                prev = con.execute("SELECT step FROM events WHERE run_id = %s AND seq < %s AND step IS NOT NULL "
+                                   "ORDER BY seq DESC LIMIT 1", (run_id, first)).fetchone()
+                self._history.restore(run_id, con.execute(
+                    "SELECT kind, step, body FROM events WHERE run_id = %s AND seq < %s AND (kind = 'leaf' OR "
+                    "(step = %s AND kind IN ('step_begin', 'node', 'checkpoint'))) ORDER BY seq",
+                    (run_id, first, prev[0] if prev else None)).fetchall(), first)
+            rows = self._history.rows(run_id, events, first)
+            if not rows:
+                return
+            ids = self._name_ids.setdefault(run_id, {})
+            new = sorted({_text(name) for name, _ in rows} - ids.keys())
+            if new:
+                with con.cursor() as cur:
+                    cur.executemany("INSERT INTO history_names (run_id, name) VALUES (%s, %s) "
+                                    "ON CONFLICT (run_id, name) DO NOTHING", [(run_id, n) for n in new])
+                for name, nid in con.execute("SELECT name, id FROM history_names WHERE run_id = %s AND "
+                                             "name = ANY(%s)", (run_id, new)).fetchall():
+                    ids[name] = int(nid)
+            with con.cursor() as cur:
+                cur.executemany(_HISTORY_UPSERT, [(ids[_text(name)], step, r[0], r[1], r[2])
+                                                  for (name, step), r in rows.items()])
+
+    def _forget_history(self, run_id: str) -> None:
+        with self._hlock:
+            self._history.forget(run_id)
+            self._name_ids.pop(run_id, None)
+
+    def history(self, run_id: str, name: str, limit: int = 100_000) -> list[HistoryRow]:
+        """The per-step summaries of one value (`name` as the page keys it), in step order, at most `limit`."""
+        rows = self._query(
+            "SELECT h.step, h.grad_norm, h.update_ratio, h.nonfinite FROM history_names n JOIN history h "
+            "ON h.name_id = n.id WHERE n.run_id = %s AND n.name = %s ORDER BY h.step LIMIT %s",
+            (run_id, _text(name), limit))
+        return [(int(s), g, u, int(f)) for s, g, u, f in rows]
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _query(self, sql: str, args: Sequence[Any]) -> list[Any]:

@@ -39,6 +39,7 @@ from typing import IO, Any
 from .base import (
     RUN_FIELDS,
     EventRow,
+    HistoryRow,
     RunRecord,
     StepRecord,
     StoredEvent,
@@ -51,6 +52,7 @@ from .base import (
     UserExists,
     UserRecord,
 )
+from .history import HistoryTracker
 from .migrations import LATEST, VERSION_TABLE, check_user_name, pending, statements, too_new
 
 try:  # POSIX; elsewhere a second writer is not detected (documented in docs/server.md)
@@ -58,6 +60,12 @@ try:  # POSIX; elsewhere a second writer is not detected (documented in docs/ser
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
+#: The per-step history's upsert (history.py; its tables are migrations.py's number 3). Plain SQL that ports
+#: (PostgreSQL's, postgres.py, has GREATEST for SQLite's two-argument MAX).
+_HISTORY_UPSERT = (
+    "INSERT INTO history (name_id, step, grad_norm, update_ratio, nonfinite) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(excluded.grad_norm, grad_norm), "
+    "update_ratio = COALESCE(excluded.update_ratio, update_ratio), nonfinite = MAX(nonfinite, excluded.nonfinite)")
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 #: What a reader selects from a database of schema version 1 (no owners yet: it has not been upgraded by a writer)
@@ -166,6 +174,10 @@ class SQLiteStore:
         self._run_columns = _RUN_COLUMNS if self._version >= 2 else _RUN_COLUMNS_V1
         self._next: dict[str, int] = {}
         self._runs: set[str] = set()
+        self._history = HistoryTracker()
+        self._name_ids: dict[str, dict[str, int]] = {}  # run -> history name -> id (loaded on a run's first use)
+        self._next_name_id = 1 + (self._w.execute("SELECT COALESCE(MAX(id), 0) FROM history_names").fetchone()[0]
+                                  if not read_only else 0)
         for run_id, n in self._w.execute("SELECT id, (SELECT COALESCE(MAX(seq), 0) FROM events e "
                                          "WHERE e.run_id = runs.id) FROM runs"):
             self._next[run_id] = n + 1
@@ -276,6 +288,7 @@ class SQLiteStore:
                     if held != owner:
                         raise StoreForbidden(forbidden(run_id, owner))
                 cur.executemany("INSERT INTO events (run_id, seq, kind, step, body) VALUES (?, ?, ?, ?, ?)", rows)
+                self._append_history(run_id, events, first)
                 cur.execute(
                     "UPDATE runs SET updated = ?, n_events = n_events + ?, dropped = MAX(dropped, ?), "
                     "last_step = COALESCE(?, last_step), status = COALESCE(?, status), "
@@ -288,6 +301,7 @@ class SQLiteStore:
                 # SQLite may have rolled back itself (a full disk does): a second ROLLBACK would hide the cause
                 if cur.in_transaction:
                     cur.execute("ROLLBACK")
+                self._forget_history(run_id)  # its naming state took in this batch: rebuilt from what is stored
                 if isinstance(exc, sqlite3.Error):
                     raise self._failed(exc) from exc
                 raise
@@ -304,6 +318,9 @@ class SQLiteStore:
             try:
                 self._w.execute("BEGIN")
                 self._w.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+                self._w.execute("DELETE FROM history WHERE name_id IN (SELECT id FROM history_names "
+                                "WHERE run_id = ?)", (run_id,))
+                self._w.execute("DELETE FROM history_names WHERE run_id = ?", (run_id,))
                 self._w.execute("DELETE FROM runs WHERE id = ?", (run_id,))
                 self._w.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -312,7 +329,45 @@ class SQLiteStore:
                 raise self._failed(exc) from exc
             self._runs.discard(run_id)
             self._next.pop(run_id, None)
+            self._forget_history(run_id)
             return True
+
+    # -- the per-step history (history.py) -------------------------------------------------------------------
+    def _append_history(self, run_id: str, events: Sequence[EventRow], first: int) -> None:
+        """Write the history rows of a batch stored from seq `first` on (inside append's transaction, under the
+        write lock, after the batch's events are inserted)."""
+        if first == 1:
+            self._forget_history(run_id)  # a new run: nothing of a deleted one of that id may name its values
+        elif not self._history.current(run_id, first):
+            # a run stored before this process started (or whose batch failed): rebuild how its values are named
+            # from what was stored before this batch (the batch's own rows are already in the table)
+            last = self._w.execute("SELECT last_step FROM runs WHERE id = ?", (run_id,)).fetchone()
+            self._history.restore(run_id, self._w.execute(
+                "SELECT kind, step, body FROM events WHERE run_id = ? AND seq < ? AND (kind = 'leaf' OR (step = ? "
+                "AND kind IN ('step_begin', 'node', 'checkpoint'))) ORDER BY seq",
+                (run_id, first, last[0] if last else None)), first)
+        rows = self._history.rows(run_id, events, first)
+        if not rows:
+            return
+        ids = self._name_ids.get(run_id)
+        if ids is None:
+            ids = self._name_ids[run_id] = dict(self._w.execute(
+                "SELECT name, id FROM history_names WHERE run_id = ?", (run_id,)).fetchall())
+        new = []
+        for name, _ in rows:
+            if name not in ids:
+                ids[name] = self._next_name_id
+                new.append((self._next_name_id, run_id, name))
+                self._next_name_id += 1
+        if new:
+            self._w.executemany("INSERT INTO history_names (id, run_id, name) VALUES (?, ?, ?)", new)
+        self._w.executemany(_HISTORY_UPSERT, [(ids[name], step, r[0], r[1], r[2])
+                                              for (name, step), r in rows.items()])
+
+    def _forget_history(self, run_id: str) -> None:
+        self._history.forget(run_id)
+        self._name_ids.pop(run_id, None)
+        # ids handed out to a batch that was rolled back are not reused (the counter only grows): harmless gaps
 
     # -- reading ---------------------------------------------------------------------------------------------
     def has_run(self, run_id: str) -> bool:
@@ -375,6 +430,19 @@ class SQLiteStore:
         rows = self._query("SELECT seq, step, body FROM events WHERE run_id = ? AND kind = 'step_begin' "
                            "ORDER BY seq LIMIT ?", (run_id, limit))
         return [{"step": s, "seq": seq, "sampled": json.loads(b).get("sampled", True)} for seq, s, b in rows]
+
+    def history(self, run_id: str, name: str, limit: int = 100_000) -> list[HistoryRow]:
+        """The per-step summaries of one value (`name` as the page keys it), in step order, at most `limit`."""
+        try:
+            rows = self._query(
+                "SELECT h.step, h.grad_norm, h.update_ratio, h.nonfinite FROM history_names n JOIN history h "
+                "ON h.name_id = n.id WHERE n.run_id = ? AND n.name = ? ORDER BY h.step LIMIT ?",
+                (run_id, name, limit))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []  # a database written before the history existed, opened read-only
+            raise
+        return [tuple(r) for r in rows]
 
     # -- accounts --------------------------------------------------------------------------------------------
     def add_user(self, name: str, token_hash: str, teacher: bool = False) -> UserRecord:

@@ -29,7 +29,7 @@ from .._version import __version__
 from ..store import Notifying, RunStore, StoreForbidden, StoreFull, StoreUnavailable, default_db_path, open_store
 from .deps import Accounts, Settings, get_principal
 from .hub import Hub
-from .routers import ingest, runs, ws
+from .routers import history, ingest, runs, ws
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -180,6 +180,8 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     auth = [Depends(get_principal)]
     app.include_router(ingest.router, prefix="/api", dependencies=auth)
     app.include_router(runs.router, prefix="/api", dependencies=auth)
+    app.include_router(history.router, prefix="/api", dependencies=auth)
+    app.include_router(history.router, prefix="/api", dependencies=auth)
     app.include_router(ws.router, prefix="/api")  # WebSockets check the token themselves (no headers in browsers)
     for extra in routers:  # before the static mount at "/", which would answer every path
         app.include_router(extra, prefix="/api", dependencies=auth)

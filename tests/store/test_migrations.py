@@ -58,7 +58,7 @@ def columns(path: Path, table: str) -> list[str]:
 
 def test_a_new_file_is_made_at_the_latest_version(tmp_path: Path) -> None:
     SQLiteStore(str(tmp_path / "new.db")).close()
-    assert version_of(tmp_path / "new.db") == LATEST == 2
+    assert version_of(tmp_path / "new.db") == LATEST == 3
     assert "owner" in columns(tmp_path / "new.db", "runs")
 
 
@@ -74,7 +74,8 @@ def test_a_file_from_before_versioning_upgrades_in_place_keeping_its_runs(tmp_pa
     assert "owner" not in columns(path, "runs")
 
     store = open_store(str(path))  # a writer upgrades it
-    assert version_of(path) == 2 and "owner" in columns(path, "runs") and "token_hash" in columns(path, "users")
+    assert version_of(path) == LATEST and "owner" in columns(path, "runs") and "token_hash" in columns(path, "users")
+    assert "grad_norm" in columns(path, "history") and "name" in columns(path, "history_names")  # migration 3
     run = store.get_run("old")
     assert run is not None and (run["name"], run["n_events"], run["owner"]) == ("before", 2, None)
     assert [seq for seq, _ in store.events("old")] == [1, 2] and store.last_seq("old") == 2
@@ -82,7 +83,7 @@ def test_a_file_from_before_versioning_upgrades_in_place_keeping_its_runs(tmp_pa
     store.add_user("ada", hash_token("t"))
     store.close()
     again = open_store(str(path))  # opening an upgraded file again applies nothing more
-    assert version_of(path) == 2 and again.find_user(hash_token("t"))["name"] == "ada"  # type: ignore[index]
+    assert version_of(path) == LATEST and again.find_user(hash_token("t"))["name"] == "ada"  # type: ignore[index]
     again.close()
 
 
