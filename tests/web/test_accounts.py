@@ -135,7 +135,7 @@ def test_a_new_run_is_owned_by_the_student_who_posts_it_and_listed_only_to_them_
     assert ids(client, ADMIN)["adm"] is None and "adm" not in ids(client, t["ada"])
 
 
-@pytest.mark.parametrize("route", ["", "/events", "/steps", "/graph", "/events?step=0&kind=node"])
+@pytest.mark.parametrize("route", ["", "/events", "/steps", "/graph", "/events?step=0&kind=node", "/history?name=L:w"])
 def test_another_students_run_reads_exactly_as_a_missing_one(client, route):
     t = client.tokens
     mine = client.get(f"/api/runs/b1{route}", headers=auth(t["bob"]))
