@@ -539,7 +539,13 @@ import sys, tempfile, time
 from pathlib import Path
 from rtxviz.store import open_store
 from rtxviz.web.deps import Settings
-from rtxviz.web.routers.ingest import _ingest
+from rtxviz.web.routers.ingest import _ingest as _ingest_route
+try:  # a checkout with accounts appends as someone: the admin, as a server without accounts does
+    from rtxviz.web.deps import ADMIN
+    def _ingest(*args):
+        return _ingest_route(*args, ADMIN)
+except ImportError:
+    _ingest = _ingest_route
 # the modules and objects a server process holds (fastapi, uvicorn, the app): what each collection scans
 from rtxviz.web import create_app
 import uvicorn
