@@ -382,7 +382,8 @@ def main() -> int:
     ap.add_argument("--static", type=Path, default=None,
                     help="serve this built viewer instead of rtxviz/web/static (to compare two builds, run by run)")
     ap.add_argument("--only", default=None,
-                    help="comma-separated parts: big, expand, live, burst, search, render5k, pan2500, history (default all)")
+                    help="comma-separated parts: big, expand, live, burst, search, render5k, pan2500, history "
+                         "(default all)")
     args = ap.parse_args()
     every = {"big", "expand", "live", "burst", "search", "render5k", "pan2500", "history"}
     parts = set(args.only.split(",")) if args.only else every
