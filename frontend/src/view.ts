@@ -213,6 +213,7 @@ export class GraphView {
       new ResizeObserver((es) => {
         const c = es[es.length - 1].contentRect;
         this.size = { w: c.width, h: c.height };
+        this.markSoon(); // a larger view may reach past the search overlay's window
       }).observe(this.svg);
     }
     return this.size;
@@ -262,7 +263,9 @@ export class GraphView {
     // only the nodes within a screen of the view get a box: the rest are off-screen (a tall graph fitted as an
     // overview leaves most of 5,000 nodes there); a pan or zoom that leaves this window draws the overlay again
     const r = this.screenSize(), k = this.k;
-    const w = { x0: -this.tx / k - r.w / k, y0: -this.ty / k - r.h / k, x1: (2 * r.w - this.tx) / k, y1: (2 * r.h - this.ty) / k };
+    const w = r.w > 0 && r.h > 0
+      ? { x0: -this.tx / k - r.w / k, y0: -this.ty / k - r.h / k, x1: (2 * r.w - this.tx) / k, y1: (2 * r.h - this.ty) / k }
+      : { x0: -Infinity, y0: -Infinity, x1: Infinity, y1: Infinity }; // not laid out yet (a hidden tab): all of it
     this.markWindow = w;
     const hits: string[] = [], misses: string[] = [];
     let matches = 0;

@@ -114,6 +114,24 @@ def test_when_most_drawn_nodes_match_only_the_others_are_covered(page, server):
     assert page.errors == []
 
 
+def test_the_overlay_covers_the_nodes_near_the_view_and_follows_a_pan(page, server):
+    # boxes only for nodes within a screen of the view: with the graph panned far away, the dim has no hole; panned
+    # back, the matches get theirs in the next frame
+    open_known(page, server)
+    page.wait_for_selector("body[data-layouts]")
+    page.evaluate("() => { const v = window.__rtxviz.view; window.__back = [v.tx, v.ty, v.k];"
+                  " v.setTransform(v.tx - 1e5, v.ty, v.k); }")
+    page.fill("#search", "fc")
+    page.wait_for_selector('#search-count[data-count="3"]')
+    subpaths = "() => document.querySelector('#search-dim').getAttribute('d').split('M').length - 1"
+    assert page.evaluate(subpaths) == 1  # the full-area rect alone
+    assert page.locator("svg#marks").get_attribute("data-matches") == "3"
+    page.evaluate("() => window.__rtxviz.view.setTransform(...window.__back)")
+    page.wait_for_function(f"({subpaths})() === 4")
+    assert matched(page) == {MATMUL, ADD, FC_BIAS} and len(dimmed(page)) == 7
+    assert page.errors == []
+
+
 def test_enter_and_arrows_cycle_through_matches_selecting_and_centring(page, server):
     open_known(page, server)
     page.wait_for_selector("body[data-layouts]")  # the full layout landed: positions no longer move
