@@ -171,7 +171,7 @@ export class GraphView {
     if (!far && this.lastVisible) this.detailSoon(); // what comes into view gets its labels
     const t = `translate(${this.tx.toFixed(1)},${this.ty.toFixed(1)}) scale(${this.k.toFixed(4)})`;
     this.viewport.setAttribute("transform", t);
-    if (this.markViewport) this.markViewport.setAttribute("transform", t);
+    if (this.markViewport) { this.markViewport.setAttribute("transform", t); this.markSoon(); }
     this.onTransform();
   }
 
@@ -213,6 +213,7 @@ export class GraphView {
       new ResizeObserver((es) => {
         const c = es[es.length - 1].contentRect;
         this.size = { w: c.width, h: c.height };
+        this.markSoon(); // a larger view may reach past the search overlay's window
       }).observe(this.svg);
     }
     return this.size;
@@ -246,33 +247,82 @@ export class GraphView {
   }
 
   /** The plain search's look: everything dimmed by one path with a hole at each match (even-odd fill), a ring
-   * around each match, the edges between two matches drawn again above the dim. */
+   * around each match, the edges between two matches drawn again above the dim. When more than half the drawn
+   * nodes match (the first keystrokes: "l" matches thousands), only the non-matching nodes are covered, a box
+   * over each: the browser rasterises a path of a few subpaths instead of a full-screen fill with thousands of
+   * holes (that raster was most of a keystroke's 50-58 ms at 5,000 nodes). */
   private drawMarkOverlay(m: Set<string> | null): void {
     if (!m) {
       if (this.markSvg.style.display !== "none") {
         this.markSvg.style.display = "none";
         for (const p of [this.dimPath, this.ringPath, this.matchEdgePath]) p.removeAttribute("d");
+        this.markD = ["", "", ""];
       }
       return;
     }
-    const boxes: string[] = [];
-    for (const vid of m) {
-      const p = this.nodes.has(vid) ? this.lastPos.get(vid) : undefined;
-      if (p) boxes.push(`M${p.x - NODE_W / 2},${p.y - NODE_H / 2}h${NODE_W}v${NODE_H}h${-NODE_W}z`);
+    // only the nodes within a screen of the view get a box: the rest are off-screen (a tall graph fitted as an
+    // overview leaves most of 5,000 nodes there); a pan or zoom that leaves this window draws the overlay again
+    const r = this.screenSize(), k = this.k;
+    const w = r.w > 0 && r.h > 0
+      ? { x0: -this.tx / k - r.w / k, y0: -this.ty / k - r.h / k, x1: (2 * r.w - this.tx) / k, y1: (2 * r.h - this.ty) / k }
+      : { x0: -Infinity, y0: -Infinity, x1: Infinity, y1: Infinity }; // not laid out yet (a hidden tab): all of it
+    this.markWindow = w;
+    const hits: string[] = [], misses: string[] = [];
+    let matches = 0;
+    for (const vid of this.nodes.keys()) {
+      const p = this.lastPos.get(vid);
+      if (!p) continue;
+      const hit = m.has(vid);
+      if (hit) matches++;
+      if (p.x + NODE_W / 2 < w.x0 || p.x - NODE_W / 2 > w.x1 || p.y + NODE_H / 2 < w.y0 || p.y - NODE_H / 2 > w.y1) continue;
+      (hit ? hits : misses).push(`M${p.x - NODE_W / 2},${p.y - NODE_H / 2}h${NODE_W}v${NODE_H}h${-NODE_W}z`);
     }
-    const rects = boxes.join("");
-    const detail = boxes.length <= MARK_DETAIL_MAX;
+    const inverse = hits.length > misses.length;
+    const rects = hits.join("");
+    // rings and edges only for a few matches (by all of them, not those in the window: "l" has thousands, and
+    // ringing the 2,000 on screen costs more raster than it shows)
+    const detail = matches <= MARK_DETAIL_MAX;
     const edges: string[] = [];
     if (detail) {
       for (const el of this.edges.values()) {
         if (el._d && m.has(el.dataset.from!) && m.has(el.dataset.to!)) edges.push(el._d);
       }
     }
-    this.dimPath.setAttribute("d", `M-1e6,-1e6H1e6V1e6H-1e6z${rects}`);
-    this.ringPath.setAttribute("d", (detail && rects) || "M0,0");
-    this.matchEdgePath.setAttribute("d", edges.join("") || "M0,0");
-    this.markSvg.dataset.matches = String(boxes.length);
+    this.setMarkD(0, this.dimPath, inverse ? misses.join("") || "M0,0" : `M-1e6,-1e6H1e6V1e6H-1e6z${rects}`);
+    this.setMarkD(1, this.ringPath, (detail && rects) || "M0,0");
+    this.setMarkD(2, this.matchEdgePath, edges.join("") || "M0,0");
+    this.markSvg.dataset.matches = String(matches);
+    this.markSvg.dataset.dim = inverse ? "misses" : "all";
     this.markSvg.style.display = "";
+  }
+
+  /** The part of the drawing the overlay's boxes cover (graph coordinates): the view and a screen around it. */
+  private markWindow: Bounds | null = null;
+  private markQueued = false;
+
+  /** The view moved: once it leaves the overlay's window, the overlay is drawn again in the next frame (once per
+   * frame, however many transforms a pan sets). */
+  private markSoon(): void {
+    const w = this.markWindow;
+    if (this.markQueued || !w || !this.marked || this.filtered) return;
+    const r = this.screenSize(), k = this.k;
+    const x0 = -this.tx / k, y0 = -this.ty / k, x1 = (r.w - this.tx) / k, y1 = (r.h - this.ty) / k;
+    if (x0 >= w.x0 && y0 >= w.y0 && x1 <= w.x1 && y1 <= w.y1) return;
+    this.markQueued = true;
+    requestAnimationFrame(() => {
+      this.markQueued = false;
+      if (this.marked && !this.filtered) this.drawMarkOverlay(this.marked);
+    });
+  }
+
+  /** The overlay's paths as last set (dim, ring, edges): a keystroke that leaves them as they were ("layers.1"
+   * -> "layers.17" can match the same drawn nodes) does not make the browser rasterise them again. */
+  private markD: [string, string, string] = ["", "", ""];
+
+  private setMarkD(i: 0 | 1 | 2, el: SVGPathElement, d: string): void {
+    if (this.markD[i] === d) return;
+    this.markD[i] = d;
+    el.setAttribute("d", d);
   }
 
   /** Mark the selection's path to the loss (`down`) and its inputs' cone (`up`); the rest is dimmed. null

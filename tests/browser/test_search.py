@@ -89,6 +89,49 @@ def test_search_highlights_matches_and_dims_the_rest(page, server):
     assert page.errors == []
 
 
+def test_when_most_drawn_nodes_match_only_the_others_are_covered(page, server):
+    # "model" is in the module of 6 ops and the name of one leaf: 7 of the 10 drawn nodes, so the overlay covers the
+    # 3 others with a box each instead of dimming everything around 7 holes (fewer subpaths for the browser to fill)
+    open_known(page, server)
+    events = known_graph()
+    n = sum("model" in (e.get("module") or "") for e in events if e["kind"] == "node") + \
+        sum("model" in (e.get("name") or "") for e in events if e["kind"] == "leaf")
+    assert n == 7
+    page.fill("#search", "model")
+    page.wait_for_selector(f'#search-count[data-count="{n}"]')
+    assert page.locator("svg#marks").get_attribute("data-dim") == "misses"
+    hit, covered = matched(page), dimmed(page)
+    assert len(hit) == n and covered == set(classes(page)) - hit and len(covered) == 3
+    assert {MATMUL, ADD, FC_BIAS, RELU} <= hit
+    # the dim is one box per non-match: the page's background between the nodes is left clear
+    assert page.evaluate("""() => { const d = document.querySelector('#search-dim');
+      return [d.getAttribute('d').split('M').length - 1, d.isPointInFill(new DOMPoint(-1e5, -1e5))]; }""") == [3, False]
+    # a narrower query matches fewer than half: everything is dimmed again around the holes
+    page.fill("#search", "fc")
+    page.wait_for_selector('#search-count[data-count="3"]')
+    assert page.locator("svg#marks").get_attribute("data-dim") == "all"
+    assert matched(page) == {MATMUL, ADD, FC_BIAS} and len(dimmed(page)) == 7
+    assert page.errors == []
+
+
+def test_the_overlay_covers_the_nodes_near_the_view_and_follows_a_pan(page, server):
+    # boxes only for nodes within a screen of the view: with the graph panned far away, the dim has no hole; panned
+    # back, the matches get theirs in the next frame
+    open_known(page, server)
+    page.wait_for_selector("body[data-layouts]")
+    page.evaluate("() => { const v = window.__rtxviz.view; window.__back = [v.tx, v.ty, v.k];"
+                  " v.setTransform(v.tx - 1e5, v.ty, v.k); }")
+    page.fill("#search", "fc")
+    page.wait_for_selector('#search-count[data-count="3"]')
+    subpaths = "() => document.querySelector('#search-dim').getAttribute('d').split('M').length - 1"
+    assert page.evaluate(subpaths) == 1  # the full-area rect alone
+    assert page.locator("svg#marks").get_attribute("data-matches") == "3"
+    page.evaluate("() => window.__rtxviz.view.setTransform(...window.__back)")
+    page.wait_for_function(f"({subpaths})() === 4")
+    assert matched(page) == {MATMUL, ADD, FC_BIAS} and len(dimmed(page)) == 7
+    assert page.errors == []
+
+
 def test_enter_and_arrows_cycle_through_matches_selecting_and_centring(page, server):
     open_known(page, server)
     page.wait_for_selector("body[data-layouts]")  # the full layout landed: positions no longer move
