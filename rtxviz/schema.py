@@ -368,10 +368,14 @@ def validate_event(obj: Any, index: int = 0) -> dict[str, Any]:
         raise EventError(f"event {index} (kind {kind!r}): {_describe(exc)}") from None
 
 
+#: How many events `validate_batch` hands pydantic at once (fewer calls cost more; more keep more copies alive).
+_CHUNK = 512
+
+
 def validate_batch(objs: list[Any]) -> None:
     """Check decoded events; raise EventError naming the first bad event (its index in `objs`) and the fault.
 
-    Events of core kinds are validated together in one call (the server's hot path).
+    Events of core kinds are validated together, `_CHUNK` at a time (the server's hot path).
 
     >>> validate_batch([{"v": 1, "kind": "step_end", "t": 1.0}, {"v": 1, "kind": "leaf", "t": 1.0}])
     Traceback (most recent call last):
@@ -386,14 +390,18 @@ def validate_batch(objs: list[Any]) -> None:
             where.append(i)
         else:
             validate_event(obj, i)
-    try:
-        _BATCH.validate_python(known)
-    except ValidationError as exc:
-        first = exc.errors()[0]["loc"][0]
-        errors = [e for e in exc.errors() if e["loc"][0] == first]
-        idx = where[int(first)]
-        raise EventError(f"event {idx} (kind {objs[idx].get('kind')!r}): "
-                         f"{_describe(errors, skip=2)}") from None
+    # a chunk at a time: pydantic's validated copies (discarded) are freed after each chunk instead of all living
+    # until the batch's end, where the collector's young collections scanned and promoted them (a 13,000-event
+    # batch: ~260,000 containers)
+    for start in range(0, len(known), _CHUNK):
+        try:
+            _BATCH.validate_python(known[start:start + _CHUNK])
+        except ValidationError as exc:
+            first = exc.errors()[0]["loc"][0]
+            errors = [e for e in exc.errors() if e["loc"][0] == first]
+            idx = where[start + int(first)]
+            raise EventError(f"event {idx} (kind {objs[idx].get('kind')!r}): "
+                             f"{_describe(errors, skip=2)}") from None
 
 
 def validate_json_batch(text: str | bytes) -> list[dict[str, Any]] | None:
