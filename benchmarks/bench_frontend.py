@@ -395,10 +395,14 @@ def main() -> int:
         return 2
     from playwright.sync_api import sync_playwright
 
+    from rtxviz.cli.serve import tune_gc_for_serving
     from rtxviz.web.app import create_app
 
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
     results: dict = {}
+    # the server runs in this process: its collector set as `rtxviz serve` sets it (at CPython's default threshold
+    # a 13,000-event post spent ~100 ms more in young collections that also scanned this process's own objects)
+    tune_gc_for_serving()
     with tempfile.TemporaryDirectory() as tmp, \
             ServerThread(create_app(db=f"{tmp}/runs.db", static_dir=args.static)) as url, \
             sync_playwright() as p:
