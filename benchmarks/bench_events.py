@@ -8,6 +8,7 @@
                                                      # the same, alternating with an older checkout's server
     python benchmarks/bench_events.py keepalive      # round trip of sequential POSTs on one keep-alive connection
     python benchmarks/bench_events.py ingest_cpu     # CPU us/event of the ingest path, in-process
+    python benchmarks/bench_events.py ingest_burst   # CPU ms of _ingest on bench_frontend's 13,000-event burst
 
 Machines here are shared and noisy: each comparison alternates its variants in one process and reports medians.
 """
@@ -602,8 +603,69 @@ def run_ingest_cpu(batch_size: int = 2000, repeat: int = 15, rounds: int = 3, ba
               "on one core")
 
 
+# -- 6. issue 15's burst: one recorded GPT-like step (13,000 events) in one post, CPU time of _ingest ---------
+_INGEST_BURST = """
+import gc, json, statistics, sys, tempfile, time
+from pathlib import Path
+from rtxviz.store import open_store
+from rtxviz.web.deps import Settings
+from rtxviz.web.routers.ingest import _ingest as _ingest_route
+try:
+    from rtxviz.web.deps import ADMIN
+    def _ingest(*args):
+        return _ingest_route(*args, ADMIN)
+except ImportError:
+    _ingest = _ingest_route
+from rtxviz.web import create_app
+import uvicorn
+app = create_app(db=":memory:")
+from rtxviz.cli.serve import tune_gc_for_serving
+first, body = sys.stdin.buffer.read().split(b"\\n", 1)
+with tempfile.TemporaryDirectory() as tmp:
+    store = open_store(str(Path(tmp) / "burst.db"))
+    s = Settings()
+    tune_gc_for_serving()
+    times = []
+    for r in range(int(sys.argv[1])):
+        _ingest(store, s, f"r{r}", "burst", 0, first, "application/x-ndjson")  # the live run, as the bench has it
+        t0 = time.process_time()
+        _ingest(store, s, f"r{r}", "burst", 0, body, "application/x-ndjson")
+        times.append(time.process_time() - t0)
+    store.close()
+print(" ".join(f"{1e3 * t:.1f}" for t in times))
+"""
+
+
+def run_ingest_burst(repeat: int = 5, rounds: int = 3) -> None:
+    """CPU milliseconds of the ingest route's work (`_ingest`: NDJSON parse, validation, SQLite commit with the
+    per-step history) on bench_frontend's burst: `gpt_graph(n_blocks=12, ops_per_block=481)`'s first 13,000
+    events after run_start, posted as one batch to a live run. `repeat` bursts per process (each a new run),
+    `rounds` processes per variant, alternating with RTXVIZ_BENCH_BEFORE's checkout when set; the median over
+    all and each process's median. The collector is set as `rtxviz serve` sets it."""
+    from rtxviz.events.emitter import encode_event
+    from tests.browser.graphs import gpt_graph
+
+    evs = gpt_graph(n_blocks=12, ops_per_block=481)[:13_001]
+    for e in evs[1:]:
+        e["t"] = 1.0
+    body = b"\n".join(encode_event(e) for e in evs)  # line 1: run_start, then the burst
+    before = os.environ.get("RTXVIZ_BENCH_BEFORE")
+    variants = {"before": Path(before), "after": ROOT} if before else {"this checkout": ROOT}
+    results: dict[str, list[list[float]]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, root in variants.items():
+            out = subprocess.run([sys.executable, "-c", _INGEST_BURST, str(repeat)], input=body,
+                                 capture_output=True, env=root_env(root), cwd=root, check=True)
+            results[name].append([float(x) for x in out.stdout.split()])
+    print(f"\n## ingest CPU of one 13,000-event burst ({len(body):,} bytes), {repeat} per process")
+    for name, rs in results.items():
+        every = [t for r in rs for t in r]
+        print(f"  {name}: median {statistics.median(every):.0f} ms CPU, min {min(every):.0f} ms "
+              f"(per process: {', '.join(f'{statistics.median(r):.0f}' for r in rs)} ms)")
+
+
 if __name__ == "__main__":
     which = sys.argv[1:] or ["engine", "mlp", "server"]
     for name in which:
         {"engine": run_engine, "mlp": run_mlp, "server": run_server, "keepalive": run_keepalive,
-         "ingest_cpu": run_ingest_cpu}[name]()
+         "ingest_cpu": run_ingest_cpu, "ingest_burst": run_ingest_burst}[name]()

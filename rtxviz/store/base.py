@@ -57,6 +57,19 @@ def hash_token(token: str) -> str:
     return "sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def check_decoded(events: Sequence[EventRow], decoded: Sequence[Any] | None) -> None:
+    """Refuse `RunStore.append`'s `decoded` when it is not one decoded event per event of the batch.
+
+    >>> check_decoded([("log", None, '{"kind":"log"}')], [{"kind": "log"}, {"kind": "log"}])
+    Traceback (most recent call last):
+    ...
+    ValueError: append: decoded holds 2 events for a batch of 1 (one decoded event per event)
+    """
+    if decoded is not None and len(decoded) != len(events):
+        raise ValueError(f"append: decoded holds {len(decoded)} events for a batch of {len(events)} "
+                         "(one decoded event per event)")
+
+
 class StoreError(Exception):
     """Something the store cannot do; the message names the database and what to do about it."""
 
@@ -104,7 +117,8 @@ class RunStore(Protocol):
 
     # -- writing -----------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow], dropped: int | None = None,
-               meta: dict[str, Any] | None = None, owner: str | None = None) -> tuple[int, list[str]]:
+               meta: dict[str, Any] | None = None, owner: str | None = None,
+               decoded: Sequence[Any] | None = None) -> tuple[int, list[str]]:
         """Append events to run `run_id`, creating the run on first use; return (first seq, the stored texts).
 
         All or nothing, committed before it returns. Sequence numbers are the run's next ones, from 1, dense.
@@ -116,6 +130,9 @@ class RunStore(Protocol):
         run id cannot both own it); ``owner=None`` (the admin token) may append to any run. Raises `StoreFull`
         when a new run would exceed the store's bound on runs or the run its bound on events, or the disk is full
         (nothing is stored then); `StoreUnavailable` when the database cannot be written (corrupt, I/O error).
+        `decoded`, when given, is each event's text already decoded (what the server decoded to validate it, one
+        per event): the per-step history reads those instead of decoding the texts again (ValueError when its
+        length is not the batch's).
         """
         ...
 

@@ -53,6 +53,7 @@ from .base import (
     StoreUnavailable,
     UserExists,
     UserRecord,
+    check_decoded,
 )
 from .history import HistoryTracker
 from .migrations import LATEST, VERSION_TABLE, check_user_name, pending, statements, too_new
@@ -183,8 +184,10 @@ class PostgresStore:
 
     # -- writing ---------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow], dropped: int | None = None,
-               meta: dict[str, Any] | None = None, owner: str | None = None) -> tuple[int, list[str]]:
+               meta: dict[str, Any] | None = None, owner: str | None = None,
+               decoded: Sequence[Any] | None = None) -> tuple[int, list[str]]:
         """Append events to a run (created if new) in one transaction; see `RunStore.append`."""
+        check_decoded(events, decoded)
         self._check_writable()
         now = time.time()
         k = len(events)
@@ -242,7 +245,7 @@ class PostgresStore:
                         copy.write_row((run_id, first + i, kind, step, texts[i]))
             # a batch refused after this leaves the naming state ahead of the database: the batch sent again
             # starts at the same seq, which `current` then refuses, so the state is rebuilt
-            self._append_history(con, run_id, events, first)
+            self._append_history(con, run_id, events, first, decoded)
             if events or changed:  # delivered at commit, in commit order
                 con.execute("SELECT pg_notify(%s, %s)",
                             (CHANNEL, f"{self.origin} {run_id} {first} {first + k - 1} {int(changed)}"))
@@ -260,7 +263,8 @@ class PostgresStore:
             return con.execute("DELETE FROM runs WHERE id = %s RETURNING id", (run_id,)).fetchone() is not None
 
     # -- the per-step history (history.py) -------------------------------------------------------------------
-    def _append_history(self, con: psycopg.Connection, run_id: str, events: Sequence[EventRow], first: int) -> None:
+    def _append_history(self, con: psycopg.Connection, run_id: str, events: Sequence[EventRow], first: int,
+                        decoded: Sequence[Any] | None = None) -> None:
         """Write the history rows of a batch stored from seq `first` on, in append's transaction (which holds the
         run's row lock, so no other process writes this run meanwhile)."""
         with self._hlock:  # the naming state is this process's; threads appending to other runs share the dict
@@ -277,7 +281,7 @@ class PostgresStore:
                     "SELECT kind, step, body FROM events WHERE run_id = %s AND seq < %s AND (kind = 'leaf' OR "
                     "(step = %s AND kind IN ('step_begin', 'node', 'checkpoint'))) ORDER BY seq",
                     (run_id, first, prev[0] if prev else None)).fetchall(), first)
-            rows = self._history.rows(run_id, events, first)
+            rows = self._history.rows(run_id, events, first, decoded)
             if not rows:
                 return
             ids = self._name_ids.setdefault(run_id, {})

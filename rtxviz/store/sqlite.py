@@ -51,6 +51,7 @@ from .base import (
     StoreUnavailable,
     UserExists,
     UserRecord,
+    check_decoded,
 )
 from .history import HistoryTracker
 from .migrations import LATEST, VERSION_TABLE, check_user_name, pending, statements, too_new
@@ -240,13 +241,14 @@ class SQLiteStore:
     # -- writing ---------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow],
                dropped: int | None = None, meta: dict[str, Any] | None = None,
-               owner: str | None = None) -> tuple[int, list[str]]:
+               owner: str | None = None, decoded: Sequence[Any] | None = None) -> tuple[int, list[str]]:
         """Append `(kind, step, json_text)` events to a run (created if new); returns (first seq, stored texts).
 
         The stored text is the event's JSON with ``"seq":N`` put first. `dropped` is the emitter's running total
         of dropped events (kept as the run's maximum). A new run is `owner`'s; another user's run raises
         `StoreForbidden` (see `RunStore.append`).
         """
+        check_decoded(events, decoded)
         now = time.time()
         with self._wlock:
             self._check_writable()
@@ -288,7 +290,7 @@ class SQLiteStore:
                     if held != owner:
                         raise StoreForbidden(forbidden(run_id, owner))
                 cur.executemany("INSERT INTO events (run_id, seq, kind, step, body) VALUES (?, ?, ?, ?, ?)", rows)
-                self._append_history(run_id, events, first)
+                self._append_history(run_id, events, first, decoded)
                 cur.execute(
                     "UPDATE runs SET updated = ?, n_events = n_events + ?, dropped = MAX(dropped, ?), "
                     "last_step = COALESCE(?, last_step), status = COALESCE(?, status), "
@@ -333,7 +335,8 @@ class SQLiteStore:
             return True
 
     # -- the per-step history (history.py) -------------------------------------------------------------------
-    def _append_history(self, run_id: str, events: Sequence[EventRow], first: int) -> None:
+    def _append_history(self, run_id: str, events: Sequence[EventRow], first: int,
+                        decoded: Sequence[Any] | None = None) -> None:
         """Write the history rows of a batch stored from seq `first` on (inside append's transaction, under the
         write lock, after the batch's events are inserted)."""
         if first == 1:
@@ -346,7 +349,7 @@ class SQLiteStore:
                 "SELECT kind, step, body FROM events WHERE run_id = ? AND seq < ? AND (kind = 'leaf' OR (step = ? "
                 "AND kind IN ('step_begin', 'node', 'checkpoint'))) ORDER BY seq",
                 (run_id, first, last[0] if last else None)), first)
-        rows = self._history.rows(run_id, events, first)
+        rows = self._history.rows(run_id, events, first, decoded)
         if not rows:
             return
         ids = self._name_ids.get(run_id)

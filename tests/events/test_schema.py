@@ -56,3 +56,14 @@ def test_stats_mean_is_optional():
     with pytest.raises(EventError, match="mean"):
         validate_event({**grad, "output": {**stats, "mean": "x"}})
     assert "mean" not in json_schema()["grad"]["$defs"]["Stats"]["required"]
+
+
+def test_a_bad_event_in_a_later_chunk_of_a_big_batch_is_named_by_its_own_index():
+    # validate_batch hands pydantic a chunk at a time; the index it names is the event's place in the whole
+    # batch (generic kinds in between shift the core events' places too), and only the first fault is named
+    batch = [node(id=i) if i % 7 else {"v": 1, "kind": "my.tick", "t": 0.0} for i in range(3000)]
+    batch[2345] = node(id="x")
+    batch[2900] = node(shape=[-1])
+    with pytest.raises(EventError, match=r"^event 2345 \(kind 'node'\): id"):
+        validate_batch(batch)
+    validate_batch(batch[:2345] + batch[2346:2900])

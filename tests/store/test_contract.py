@@ -252,3 +252,26 @@ def test_users_and_owners_survive_a_restart(open_store: Opener) -> None:
     assert again.get_run("r")["owner"] == "ada"  # type: ignore[index]
     with pytest.raises(StoreForbidden):
         again.append("r", None, [ev("log")], owner="bob")
+
+
+def _history_batch() -> list[tuple[str, int | None, str]]:
+    return [ev("leaf", None, id=1, name="w"), ev("step_begin", 0), ev("node", 0, id=7, op="mul", module="fc"),
+            ev("grad", 0, node=7, output={"norm": 2.5, "nan": 1}), ev("leaf_grad", 0, leaf=1, stats={"norm": 3.0})]
+
+
+def test_the_history_from_decoded_events_is_the_history_from_their_texts(store: RunStore) -> None:
+    # the server hands append the events it decoded to validate them; the history must not differ from the one
+    # the store reads off the texts
+    batch = _history_batch()
+    store.append("texts", None, batch)
+    store.append("decoded", None, batch, decoded=[json.loads(text) for _, _, text in batch])
+    for name in ("fc|mul|1", "L:w"):
+        assert store.history("decoded", name) == store.history("texts", name) != []
+    assert store.history("decoded", "fc|mul|1") == [(0, 2.5, None, 1)]
+
+
+def test_decoded_events_not_one_per_event_are_refused_and_nothing_is_stored(store: RunStore) -> None:
+    batch = _history_batch()
+    with pytest.raises(ValueError, match="decoded holds 4 events for a batch of 5"):
+        store.append("r", None, batch, decoded=[json.loads(text) for _, _, text in batch[:4]])
+    assert not store.has_run("r") and store.history("r", "L:w") == []

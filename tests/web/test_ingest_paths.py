@@ -30,8 +30,9 @@ GOOD = [
 @pytest.mark.parametrize("body", GOOD)
 def test_the_fast_path_stores_what_the_careful_path_stores(body):
     s = Settings()
-    rows = _parse_ndjson(body.encode(), s)
-    assert rows == _parse_ndjson_carefully(body.encode(), s)
+    rows, objs = _parse_ndjson(body.encode(), s)
+    assert (rows, objs) == _parse_ndjson_carefully(body.encode(), s)
+    assert objs == [json.loads(text) for _, _, text in rows]  # the decoded events the store's history reads
     for kind, step, text in rows:  # and each row is its line, as sent, with the kind and step read from it
         obj = json.loads(text)
         assert (obj["kind"], obj.get("step")) == (kind, step)
