@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtxviz import Tensor, Variable, nn
+from rtxviz import Tensor, Variable, nn, no_grad
 
 torch = pytest.importorskip("torch")
 
@@ -23,8 +23,9 @@ def test_batch_norm2d_float32_training_matches_pytorch_float64(affine: bool) -> 
     if affine:
         w = (1.0 + 0.3 * rng.standard_normal(6)).astype(np.float32)
         b = (0.2 * rng.standard_normal(6)).astype(np.float32)
-        ours.weight.data[...] = w
-        ours.bias.data[...] = b
+        with no_grad():
+            ours.weight.copy_(Tensor(w))
+            ours.bias.copy_(Tensor(b))
         with torch.no_grad():
             theirs.weight.copy_(torch.from_numpy(w.astype(np.float64)))
             theirs.bias.copy_(torch.from_numpy(b.astype(np.float64)))
@@ -35,12 +36,12 @@ def test_batch_norm2d_float32_training_matches_pytorch_float64(affine: bool) -> 
     ref = theirs(xt)
     ref.backward(torch.from_numpy(dy.astype(np.float64)))
 
-    assert out.data.dtype == np.float32 and xv.grad is not None and xv.grad.data.dtype == np.float32
-    np.testing.assert_allclose(out.data, ref.detach().numpy(), rtol=0, atol=2e-5)
-    np.testing.assert_allclose(xv.grad.data, xt.grad.numpy(), rtol=0, atol=2e-5 * np.abs(xt.grad.numpy()).max())
-    np.testing.assert_allclose(ours.running_mean.data, theirs.running_mean.numpy(), rtol=1e-6)
-    np.testing.assert_allclose(ours.running_var.data, theirs.running_var.numpy(), rtol=1e-5)
+    assert out.dtype == np.float32 and xv.grad is not None and xv.grad.dtype == np.float32
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=0, atol=2e-5)
+    np.testing.assert_allclose(xv.grad.numpy(), xt.grad.numpy(), rtol=0, atol=2e-5 * np.abs(xt.grad.numpy()).max())
+    np.testing.assert_allclose(ours.running_mean.numpy(), theirs.running_mean.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy(), rtol=1e-5)
     if affine:
         assert ours.weight.grad is not None and ours.bias.grad is not None
-        np.testing.assert_allclose(ours.weight.grad.data, theirs.weight.grad.numpy(), rtol=1e-4, atol=1e-3)
-        np.testing.assert_allclose(ours.bias.grad.data, theirs.bias.grad.numpy(), rtol=1e-5, atol=1e-3)
+        np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(ours.bias.grad.numpy(), theirs.bias.grad.numpy(), rtol=1e-5, atol=1e-3)
