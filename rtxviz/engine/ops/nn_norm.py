@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from .. import random as _random
+from ..backward import grad
 from ..device import device_of, to_device, xp_of
 from ..dtypes import is_float
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, GraphError, ShapeError
 from ..grad_mode import STATE
 from ..graph import Op, apply
 from ..tensor import Tensor
@@ -25,7 +26,7 @@ from .arithmetic import add, add_scalar, mul, mul_scalar, pow_scalar, sub
 from .broadcast import sum_to
 from .reduction import mean
 from .reduction import sum as _sum
-from .shape import reshape
+from .shape import narrow, reshape
 from .unary import exp
 
 
@@ -251,6 +252,25 @@ def _update_running(running: Running, mean: Any, var: Any, count: int, c: int) -
             t.data += (m * stat).astype(t.data.dtype, copy=False)
 
 
+def _batch_statistics(x: Any, eps: float) -> tuple[Any, Any, Any, Any]:
+    """batch_norm's training statistics per channel of x [N, C, ...]: (X̂ in x's shape, mean, biased variance,
+    1/σ, the last three [1, C, 1, ...]). The sums are einsums over x viewed [N, C, rest] (a sum of each row, then
+    over N: ~3x faster than numpy's mean over the axes (0, 2, ...), whose strided reduction does not vectorise,
+    and the variance's squares are never stored); each row's sum runs over one sample's values only, so float32
+    keeps its precision as with the pairwise mean."""
+    xp = xp_of(x)
+    n, c = x.shape[0], x.shape[1]
+    cs = _chan_shape(c, x.ndim)
+    x3 = x.reshape(n, c, -1)
+    count = x3.shape[0] * x3.shape[2]
+    mean = xp.einsum("ncm->nc", x3).sum(axis=0) / count
+    xhat = x3 - mean[:, None]
+    var = xp.einsum("ncm,ncm->nc", xhat, xhat).sum(axis=0) / count
+    rstd = 1.0 / xp.sqrt(var + eps)
+    xhat *= rstd[:, None]
+    return xhat.reshape(x.shape), mean.reshape(cs), var.reshape(cs), rstd.reshape(cs)
+
+
 def _norm_forward(kind: str, ctx: Any, x: Any, w: Any, b: Any) -> Any:
     attrs = ctx.attrs
     nd, c = x.ndim, x.shape[1]
@@ -261,6 +281,11 @@ def _norm_forward(kind: str, ctx: Any, x: Any, w: Any, b: Any) -> Any:
         rstd = (1.0 / xp.sqrt(running.var.data.astype(x.dtype, copy=False) + attrs["eps"])).reshape(mean.shape)
         xhat = (x - mean) * rstd
         ctx.state = (xhat, rstd, mean)
+    elif kind == "batch" and x.size > 0:
+        xhat, mean, var, rstd = _batch_statistics(x, attrs["eps"])
+        ctx.state = (xhat, rstd)
+        if running is not None and running.updates:
+            _update_running(running, mean, var, x.size // c, c)
     else:
         view, axes = _layout(kind, x.shape, attrs)
         xv = x.reshape(view)
@@ -330,6 +355,13 @@ def _batch_norm_train_grads(ctx: Any, g: Any, x: Any, w: Any, xhat: Any, rstd: A
     need_x = ctx.next[0] is not None
     need_w = w is not None and ctx.next[1] is not None
     need_b = n_inputs > 2 and ctx.next[2] is not None
+    if not STATE.enabled and count > 0 and (need_x or need_w or need_b):
+        # Not recorded: one helper op on raw arrays (what a graph cache replays), its result [dX, S, T] flat.
+        flat = apply(BatchNormTrainBackward, (g, xhat, rstd) if w is None else (g, xhat, rstd, w))
+        size = x.data.size
+        dx = reshape(narrow(flat, 0, 0, size), tuple(x.shape)) if need_x else None
+        sums = (narrow(flat, 0, size, c) if need_w else None, narrow(flat, 0, size + c, c) if need_b else None)
+        return (dx, *sums)[:n_inputs]
     s = _sum(mul(g, xhat), red) if need_x or need_w else None
     t = _sum(g, red) if need_x or need_b else None
     grads: list[Any] = [None] * n_inputs
@@ -344,6 +376,45 @@ def _batch_norm_train_grads(ctx: Any, g: Any, x: Any, w: Any, xhat: Any, rstd: A
     if need_b:
         grads[2] = t
     return tuple(grads)
+
+
+class BatchNormTrainBackward(Op):
+    """batch_norm's training-mode first-order gradients on raw arrays, packed flat [dX, dW = S, dB = T]: the
+    formula of _batch_norm_train_grads, its sums S = Σ dY·X̂ and T = Σ dY as einsums over [N, C, rest] (as
+    _batch_statistics: ~3x faster than numpy's strided sums over the axes (0, 2, ...)) and dX in one buffer
+    updated in place (4 passes and one allocation instead of 4 ops' temporaries). Inputs (dY, X̂, 1/σ [1, C, 1, ...]
+    [, W]). Only used where no graph is recorded, so it has no backward of its own."""
+
+    name = "batch_norm_backward"
+    kind = "gradient"
+    rule = "(first-order helper of batch_norm in training mode; not differentiated)"
+    differentiable = False
+    examples = (
+        Example(lambda x, w, b: grad(batch_norm(x, None, None, w, b, True, 0.0, 1e-5).pow(2).sum(), [x])[0],
+                ((4, 3, 2), (3,), (3,))),
+    )
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, xhat: Any, rstd: Any, w: Any = None) -> Any:
+        xp = xp_of(g)
+        n, c = g.shape[0], g.shape[1]
+        g3, xhat3 = g.reshape(n, c, -1), xhat.reshape(n, c, -1)
+        size, count = g.size, g3.shape[0] * g3.shape[2]
+        flat = xp.empty(size + 2 * c, dtype=g.dtype)
+        s, t = flat[size:size + c], flat[size + c:]
+        xp.einsum("ncm,ncm->nc", g3, xhat3).sum(axis=0, out=s)
+        xp.einsum("ncm->nc", g3).sum(axis=0, out=t)
+        scale = rstd.reshape(c) if w is None else w.reshape(c) * rstd.reshape(c)
+        dx = flat[:size].reshape(g3.shape)
+        xp.multiply(xhat3, (s * (-1.0 / count))[:, None], out=dx)
+        dx += g3
+        dx += (t * (-1.0 / count))[:, None]
+        dx *= scale[:, None]
+        return flat
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        raise GraphError("batch_norm_backward: internal first-order helper, not differentiated")
 
 
 def _norm_batched(kind: str, ctx: Any, g: Any) -> tuple:
