@@ -1,7 +1,7 @@
 """What recording costs per node event, as callgrind's instruction count: the wall clock of a shared 2-core box
 swings by tens of percent, the count of executed instructions for the same code and inputs does not.
 
-    python benchmarks/count_event_instructions.py --before /path/to/old/checkout [--after .] [--passes 40]
+    python benchmarks/count_event_instructions.py --before OLD_CHECKOUT [--after .] [--workloads primitive]
 
 Each checkout runs bench_events.py's two mlp_train workloads (nn.Sequential + CrossEntropyLoss, and the same MLP
 in 16 primitive ops) once with a capturing hook and backward's freeing turned off, so that every forward op's
@@ -88,10 +88,11 @@ def main() -> None:
     ap.add_argument("--after", default=Path(__file__).resolve().parent.parent, type=Path)
     ap.add_argument("--python", default=Path(sys.executable), type=Path)
     ap.add_argument("--passes", type=int, default=40)
+    ap.add_argument("--workloads", default="primitive,mlp_train", help="comma-separated: primitive, mlp_train")
     args = ap.parse_args()
     checkouts = [*args.before, args.after]
     print(f"{'workload':10s} {'checkout':40s} {'events/step':>11s} {'instructions/event':>19s}")
-    for workload in ("mlp_train", "primitive"):
+    for workload in args.workloads.split(","):
         for c in checkouts:
             n, events = per_event(args.python, c.resolve(), workload, args.passes)
             print(f"{workload:10s} {str(c):40s} {events:11d} {n:19,.0f}", flush=True)
