@@ -30,6 +30,7 @@ from ..engine.grad_mode import STATE as _GRAD_STATE
 from ..engine.graph import TapeNode
 from ..engine.hooks import EngineHook
 from ..engine.memory import root_of as _root_of
+from ..engine.memory import state_arrays as _state_arrays
 from ..engine.variable import Variable
 from ..schema import CORE_KINDS, KIND_PATTERN, EventError, validate_event
 from ..summary import count_nonfinite, tensor_stats
@@ -37,6 +38,7 @@ from .fields import jsonable
 from .optimizer import OptimizerReporter
 
 _now = time.time
+_weakref = weakref.ref
 _RESERVED = frozenset({"v", "kind", "t", "step", "seq"})
 
 
@@ -208,9 +210,9 @@ class EventHook(EngineHook):
                 refs.append({"leaf": self.leaf_id(t)})
                 if all_finite and t.data.dtype.kind == "f":
                     all_finite = False
-        saved_list = self._saved(node) if (node.inputs is not None or node.out_data is not None
-                                           or node.state is not None) else None
-        if saved_list:
+        saved_list = None
+        if node.inputs is not None or node.out_data is not None or node.state is not None:
+            saved_list = self._saved(node)
             for e in saved_list:
                 saved += e["bytes"]
         ev = {
@@ -241,31 +243,53 @@ class EventHook(EngineHook):
     def _saved(self, node: Any) -> list[dict]:
         """The `saved` field of a node event: per tensor the node keeps for backward (`TapeNode.saved_tensors`),
         its role, index, bytes, shape and dtype, and `alias`: the first saved tensor seen (this node's or an
-        earlier node's) that reads the same buffer, so that totals can count a buffer once."""
-        out = []
-        buffers = self._buffers
-        for role, index, a in node.saved_tensors():
-            root = _root_of(a)
-            k = id(root)
-            e: dict[str, Any] = {"role": role, "bytes": int(a.nbytes), "shape": list(a.shape),
-                                 "dtype": _dtype_name(a.dtype)}
-            if index is not None:
-                e["index"] = index
-            seen = buffers.get(k)
-            if seen is not None and seen[0]() is root:
-                e["alias"] = seen[1]
-            else:
-                if len(buffers) >= _BUFFERS_MAX:
-                    buffers.clear()
-                here: dict[str, Any] = {"node": node.id, "role": role}
-                if index is not None:
-                    here["index"] = index
-                try:  # a held buffer keeps its id; the weak reference tells a later buffer at the same id apart
-                    buffers[k] = (weakref.ref(root), here)
-                except TypeError:  # an array type without weak references: no alias is reported for it
-                    pass
-            out.append(e)
+        earlier node's) that reads the same buffer, so that totals can count a buffer once.
+
+        It runs once per recorded op, so it reads the node's fields in `saved_tensors`' order itself (no list of
+        tuples in between), follows `.base` only for views, and names dtypes from the module's cache."""
+        out: list[dict] = []
+        nid = node.id
+        inputs = node.inputs
+        if inputs is not None:
+            i = 0
+            for t in inputs:
+                if t is not None:
+                    out.append(self._saved_entry(nid, "input", i, t.data))
+                i += 1
+        if node.out_data is not None:
+            out.append(self._saved_entry(nid, "output", None, node.out_data))
+        if node.state is not None:
+            j = 0
+            for a in _state_arrays(node.state):
+                out.append(self._saved_entry(nid, "state", j, a))
+                j += 1
         return out
+
+    def _saved_entry(self, nid: int, role: str, index: int | None, a: Any) -> dict:
+        """One `saved` entry; the first time its buffer is seen, remember it for later entries' `alias`."""
+        dtype = a.dtype
+        name = _DTYPE_NAMES.get(dtype)
+        if name is None:
+            name = _DTYPE_NAMES[dtype] = dtype.name
+        e: dict[str, Any] = {"role": role, "bytes": a.nbytes, "shape": list(a.shape), "dtype": name}
+        if index is not None:
+            e["index"] = index
+        root = a if a.base is None else _root_of(a)  # most saved arrays own their buffer: no call for them
+        k = id(root)
+        buffers = self._buffers
+        seen = buffers.get(k)
+        if seen is not None and seen[0]() is root:
+            e["alias"] = seen[1]
+            return e
+        if len(buffers) >= _BUFFERS_MAX:
+            buffers.clear()
+        here: dict[str, Any] = {"node": nid, "role": role} if index is None else \
+            {"node": nid, "role": role, "index": index}
+        try:  # a held buffer keeps its id; the weak reference tells a later buffer at the same id apart
+            buffers[k] = (_weakref(root), here)
+        except TypeError:  # an array type without weak references: no alias is reported for it
+            pass
+        return e
 
     def _forward_anomaly(self, op_name: str, node: Any, inputs: tuple, nan: int, inf: int) -> None:
         if self._anomalies >= self.anomalies_per_step:
