@@ -118,7 +118,7 @@ class RunStore(Protocol):
     # -- writing -----------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow], dropped: int | None = None,
                meta: dict[str, Any] | None = None, owner: str | None = None,
-               decoded: Sequence[Any] | None = None) -> tuple[int, list[str]]:
+               decoded: Sequence[Any] | None = None, any_run: bool = False) -> tuple[int, list[str]]:
         """Append events to run `run_id`, creating the run on first use; return (first seq, the stored texts).
 
         All or nothing, committed before it returns. Sequence numbers are the run's next ones, from 1, dense.
@@ -127,7 +127,8 @@ class RunStore(Protocol):
         event with a step the run's ``last_step``. `dropped` is the emitter's running total of dropped events
         (the run keeps the maximum). A new run is owned by `owner`; appending to an existing run with an `owner`
         other than the run's raises `StoreForbidden` (checked in the same transaction: two students racing for one
-        run id cannot both own it); ``owner=None`` (the admin token) may append to any run. Raises `StoreFull`
+        run id cannot both own it); ``owner=None`` (the admin token) or ``any_run=True`` (a teacher, whose new runs are
+        still `owner`'s) may append to any run. Raises `StoreFull`
         when a new run would exceed the store's bound on runs or the run its bound on events, or the disk is full
         (nothing is stored then); `StoreUnavailable` when the database cannot be written (corrupt, I/O error).
         `decoded`, when given, is each event's text already decoded (what the server decoded to validate it, one

@@ -59,7 +59,7 @@ from .history import HistoryTracker
 from .migrations import LATEST, VERSION_TABLE, check_user_name, pending, statements, too_new
 from .pgurl import redact
 from .pgurl import where as _where
-from .sqlite import forbidden, user_exists
+from .rows import batch_facts, forbidden, stored_texts, user_exists, user_row
 
 log = logging.getLogger("rtxviz.store")
 
@@ -185,27 +185,14 @@ class PostgresStore:
     # -- writing ---------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow], dropped: int | None = None,
                meta: dict[str, Any] | None = None, owner: str | None = None,
-               decoded: Sequence[Any] | None = None) -> tuple[int, list[str]]:
+               decoded: Sequence[Any] | None = None, any_run: bool = False) -> tuple[int, list[str]]:
         """Append events to a run (created if new) in one transaction; see `RunStore.append`."""
         check_decoded(events, decoded)
         self._check_writable()
         now = time.time()
         k = len(events)
-        status = last_step = None
-        run_meta, run_name = meta, name
-        changed = False
-        for kind, step, text in events:
-            if step is not None:
-                last_step = step
-            if kind == "run_start":
-                obj = json.loads(text)
-                run_name, run_meta = obj.get("name") or run_name, obj.get("meta") or run_meta
-                status, changed = "running", True
-            elif kind == "run_end":
-                status = "ok" if json.loads(text).get("status", "ok") == "ok" else "error"
-                changed = True
-            elif kind == "dropped":
-                changed = True
+        facts = batch_facts(events, name, meta)
+        run_name, run_meta, status, last_step, changed = facts
         name_arg = None if run_name is None else _text(run_name[:256])
         meta_arg = None if run_meta is None else json.dumps(run_meta)
         update = ("UPDATE runs SET updated = %s, n_events = n_events + %s, dropped = GREATEST(dropped, %s), "
@@ -232,13 +219,12 @@ class PostgresStore:
                 first, changed = 1, True
             else:
                 total, held = row
-                if owner is not None and held != owner:
+                if owner is not None and not any_run and held != owner:
                     raise StoreForbidden(forbidden(run_id, owner))
                 if total > self.max_events_per_run:
                     raise StoreFull(f"run {run_id} would exceed max_events_per_run={self.max_events_per_run}")
                 first = total - k + 1
-            texts = [f'{{"seq":{first + i},{text[1:] if text[:1] == "{" else text.lstrip()[1:]}'
-                     for i, (_, _, text) in enumerate(events)]
+            texts = stored_texts(events, first)
             if events:
                 with con.cursor() as cur, cur.copy("COPY events (run_id, seq, kind, step, body) FROM STDIN") as copy:
                     for i, (kind, step, _) in enumerate(events):
@@ -388,12 +374,12 @@ class PostgresStore:
         if user is None:
             rows = self._query("SELECT name, teacher, created FROM users WHERE token_hash = %s", (token_hash,))
             if rows:
-                user = self._users[token_hash] = _user_row(rows[0])
+                user = self._users[token_hash] = user_row(rows[0])
         return user
 
     def list_users(self) -> list[UserRecord]:
         """Every user, in the order they were added."""
-        return [_user_row(r) for r in self._query("SELECT name, teacher, created FROM users ORDER BY id", ())]
+        return [user_row(r) for r in self._query("SELECT name, teacher, created FROM users ORDER BY id", ())]
 
     # -- fan-out ---------------------------------------------------------------------------------------------
     def listen(self, callback: Notified, reconnected: Callable[[], None] | None = None) -> Callable[[], None]:
@@ -420,10 +406,6 @@ class PostgresStore:
             listener.stop()
         self._listeners.clear()
         self._pool.close()
-
-
-def _user_row(row: tuple[Any, ...]) -> UserRecord:
-    return {"name": row[0], "teacher": bool(row[1]), "created": float(row[2])}
 
 
 class _Listener:

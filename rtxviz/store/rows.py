@@ -1,0 +1,77 @@
+"""What both SQL stores derive alike from a batch of events and from their rows (standard library only).
+
+`stored_texts` puts each event's seq into its text; `batch_facts` reads what a batch changes about its run (name,
+meta, status, last step); `user_row` and the two messages are the accounts' shared pieces. SQLiteStore and
+PostgresStore differ in how they lock, number and write; what they store is computed here once.
+
+>>> stored_texts([("leaf", None, '{"kind":"leaf"}'), ("node", 0, ' {"kind":"node"}')], 7)
+['{"seq":7,"kind":"leaf"}', '{"seq":8,"kind":"node"}']
+>>> f = batch_facts([("run_start", None, '{"kind":"run_start","name":"demo"}'), ("node", 3, "{}")], None, None)
+>>> f.name, f.status, f.last_step, f.changed
+('demo', 'running', 3, True)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from .base import EventRow, UserRecord
+
+
+def stored_texts(events: Sequence[EventRow], first: int) -> list[str]:
+    """Each event's JSON text with ``"seq":N`` put first, N counting from `first` (the text as stored and sent)."""
+    return [f'{{"seq":{seq},{text[1:] if text[:1] == "{" else text.lstrip()[1:]}'
+            for seq, (_, _, text) in enumerate(events, first)]
+
+
+class BatchFacts(NamedTuple):
+    """What a batch says about its run: `name`/`meta` (from a ``run_start``, else the ones given), `status`
+    ("running", "ok", "error", or None for no change), `last_step` (None when no event has a step), and `changed`
+    (the run's record changed in a way the run list shows: started, ended, or reported drops)."""
+
+    name: str | None
+    meta: dict[str, Any] | None
+    status: str | None
+    last_step: int | None
+    changed: bool
+
+
+_LIFECYCLE = ("run_start", "run_end", "dropped")
+
+
+def batch_facts(events: Sequence[EventRow], name: str | None, meta: dict[str, Any] | None) -> BatchFacts:
+    """The run facts of a batch (see `BatchFacts`); only ``run_start`` and ``run_end`` events are decoded."""
+    last_step = next((step for _, step, _ in reversed(events) if step is not None), None)
+    status = None
+    changed = False
+    if any(kind in _LIFECYCLE for kind, _, _ in events):  # rare: one of each per run
+        for kind, _, text in events:
+            if kind == "run_start":
+                obj = json.loads(text)
+                name, meta = obj.get("name") or name, obj.get("meta") or meta
+                status, changed = "running", True
+            elif kind == "run_end":
+                status = "ok" if json.loads(text).get("status", "ok") == "ok" else "error"
+                changed = True
+            elif kind == "dropped":
+                changed = True
+    return BatchFacts(name, meta, status, last_step, changed)
+
+
+def user_row(row: Sequence[Any]) -> UserRecord:
+    """A `UserRecord` from a ``SELECT name, teacher, created FROM users`` row."""
+    return {"name": row[0], "teacher": bool(row[1]), "created": float(row[2])}
+
+
+def forbidden(run_id: str, owner: str) -> str:
+    """StoreForbidden's message (it does not say whose run it is: that is not the asker's to know)."""
+    return f"run {run_id} belongs to another user, not {owner}: choose another run id"
+
+
+def user_exists(name: str, where: str, reason: str) -> str:
+    """UserExists' message, by which unique column refused the user."""
+    if "token" in reason:
+        return f"that token is already another user's (in {where}); make a new token"
+    return f"a user named {name} exists already in {where}; choose another name"
