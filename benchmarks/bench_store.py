@@ -13,24 +13,23 @@ a quiet machine, and report the load (uptime) beside them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import multiprocessing as mp
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from serving import server_process  # noqa: E402
 
 from rtxviz.store import RunStore, SQLiteStore, open_store  # noqa: E402
 
@@ -83,32 +82,9 @@ def run_store(url: str, rounds: int = 3, batches: int = 50, batch_size: int = 20
 
 
 # -- 2. the server: 1 worker against 2 ----------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def served(db: str, workers: int) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db,
-                             "--nice", "0", "--workers", str(workers)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        assert proc.stdout is not None and "serving on" in proc.stdout.readline()
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "/api/health", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
+def served(db: str, workers: int) -> contextlib.AbstractContextManager[str]:
+    """`rtxviz serve --workers N` on `db`, at full priority (the thing measured)."""
+    return server_process(db, nice=0, args=["--workers", str(workers)])
 
 
 def producer(url: str, run_id: str, batches: int, batch_size: int, start: float, out: mp.Queue) -> None:

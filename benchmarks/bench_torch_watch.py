@@ -19,11 +19,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from serving import server_process  # noqa: E402
 
 import rtxviz.torch as rt  # noqa: E402
 
@@ -46,32 +44,6 @@ def resnet18() -> torch.nn.Module:
     import torchvision
 
     return torchvision.models.resnet18(num_classes=10)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def server_process(db: str):
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "rtxviz.cli", "serve", "--port", str(port), "--db", db],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "/api/health", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def probe(rounds: int, steps: int, batch: int = 4) -> None:
