@@ -82,3 +82,15 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """The shared headless Chromium (tests/browser/shared_browser.py), held for a module's tests."""
+    from ..browser.shared_browser import acquire, release
+
+    b = acquire()
+    try:
+        yield b
+    finally:
+        release()

@@ -20,6 +20,17 @@ WAIT_MS = 90_000  # a condition wait in the page (JupyterLab takes ~30 s to star
 STARTUP_S = 90  # a loaded 2-core machine takes a while to start JupyterLab (a passing run waits only as needed)
 
 
+def write_notebook(path: Path, *cells: str) -> Path:
+    """Write a notebook of these code cells at `path`, with the python3 kernel a server opens it in."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

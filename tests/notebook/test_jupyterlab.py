@@ -13,13 +13,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from rtxviz.summary import grad_class, ramp_colour
 
-from ..browser.shared_browser import acquire, release
-from .jupyterlab_server import JupyterLab, run_notebook
+from .jupyterlab_server import JupyterLab, run_notebook, write_notebook
 
 WIDGET_JS = Path(__file__).resolve().parents[2] / "rtxviz" / "notebook" / "static" / "widget.js"
 STEPS = 30  # live steps for the latency figure
@@ -54,20 +52,8 @@ def _colour(norm: float) -> str:
 
 @pytest.fixture(scope="module")
 def lab(jupyterlab):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(f"STEPS = {STEPS}\n" + NEURON)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, jupyterlab.root / "neuron.ipynb")
+    write_notebook(jupyterlab.root / "neuron.ipynb", f"STEPS = {STEPS}\n" + NEURON)
     return jupyterlab
-
-
-@pytest.fixture(scope="module")
-def browser():
-    b = acquire()
-    try:
-        yield b
-    finally:
-        release()
 
 
 @pytest.mark.timeout(300)

@@ -4,13 +4,12 @@ shows its graph with the gradient colours the closed form gives (see test_jupyte
 
 from __future__ import annotations
 
-import nbformat
 import pytest
 
 from rtxviz.summary import grad_class
 
-from ..browser.shared_browser import acquire, missing, release
-from .jupyterlab_server import JupyterLab, run_notebook
+from ..browser.shared_browser import missing
+from .jupyterlab_server import JupyterLab, run_notebook, write_notebook
 from .test_jupyterlab import NEURON, WIDGET_JS, _colour
 
 STEPS = 3
@@ -24,24 +23,12 @@ def notebook7(tmp_path_factory):
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("nb7") / "notebooks"
     root.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(f"STEPS = {STEPS}\n" + NEURON)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "neuron.ipynb")
+    write_notebook(root / "neuron.ipynb", f"STEPS = {STEPS}\n" + NEURON)
     server = JupyterLab(root, app="notebook").start()
     try:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    b = acquire()
-    try:
-        yield b
-    finally:
-        release()
 
 
 @pytest.mark.timeout(300)

@@ -4,11 +4,10 @@ dragged size (the height travels to the kernel, which gives it to the cell's nex
 
 from __future__ import annotations
 
-import nbformat
 import pytest
 
 from ..browser.shared_browser import acquire, release
-from .jupyterlab_server import WAIT_MS, JupyterLab
+from .jupyterlab_server import WAIT_MS, JupyterLab, write_notebook
 
 FIT_MIN, FIT_MAX = 320, 900  # frontend/src/widget.ts
 
@@ -40,10 +39,7 @@ BOXES = """() => [...document.querySelectorAll('.jp-Cell')].map(c => {
 
 @pytest.fixture(scope="module")
 def lab(jupyterlab):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(SMALL), nbformat.v4.new_code_cell(BIG)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, jupyterlab.root / "sizes.ipynb")
+    write_notebook(jupyterlab.root / "sizes.ipynb", SMALL, BIG)
     return jupyterlab
 
 
