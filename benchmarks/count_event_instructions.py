@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from count_instructions import callgrind  # the same runner (benchmarks/ is this script's folder)
 
 RUNNER = """
 import sys
@@ -61,16 +61,9 @@ print(len(calls))
 
 def instructions(python: Path, checkout: Path, workload: str, passes: int) -> tuple[int, int]:
     """(instructions of the whole process, node events per pass)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "run.py"
-        script.write_text(RUNNER.format(checkout=str(checkout), workload=workload, passes=passes))
-        out = Path(tmp) / "callgrind.out"
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PYTHONPATH="")
-        proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(python),
-                               str(script)], capture_output=True, text=True, env=env, cwd=checkout, check=True)
-        total = re.search(r"Collected : (\d+)", proc.stderr)
-        assert total is not None, proc.stderr[-2000:]
-        return int(total.group(1)), int(proc.stdout.strip().splitlines()[-1])
+    total, events = callgrind(python, RUNNER.format(checkout=str(checkout), workload=workload, passes=passes),
+                              checkout)
+    return total, int(events)
 
 
 def per_event(python: Path, checkout: Path, workload: str, passes: int) -> tuple[float, int]:

@@ -41,20 +41,27 @@ print(calls)
 """
 
 
-def instructions(checkout: Path, name: str, reps: int) -> tuple[int, int]:
-    """(total instructions of `reps` timed repetitions after the warm-up, calls per repetition)."""
-    python = checkout / ".venv" / "bin" / "python"
+def callgrind(python: Path, script: str, checkout: Path) -> tuple[int, str]:
+    """Run `script` under `python` in callgrind, in `checkout`, on one BLAS thread with a fixed hash seed: (the
+    instructions the whole process executed, the last line it printed). Deterministic whatever else the machine
+    does."""
     with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "run.py"
-        script.write_text(RUNNER.format(checkout=str(checkout), name=name, reps=reps))
+        path = Path(tmp) / "run.py"
+        path.write_text(script)
         out = Path(tmp) / "callgrind.out"
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0", PYTHONPATH="")
         proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(python),
-                               str(script)], capture_output=True, text=True, env=env, cwd=checkout, check=True)
-        calls = int(proc.stdout.strip().splitlines()[-1])
+                               str(path)], capture_output=True, text=True, env=env, cwd=checkout, check=True)
         total = re.search(r"Collected : (\d+)", proc.stderr)
         assert total is not None, proc.stderr[-2000:]
-        return int(total.group(1)), calls
+        return int(total.group(1)), proc.stdout.strip().splitlines()[-1]
+
+
+def instructions(checkout: Path, name: str, reps: int) -> tuple[int, int]:
+    """(total instructions of `reps` timed repetitions after the warm-up, calls per repetition)."""
+    total, calls = callgrind(checkout / ".venv" / "bin" / "python",
+                             RUNNER.format(checkout=str(checkout), name=name, reps=reps), checkout)
+    return total, int(calls)
 
 
 def per_call(checkout: Path, name: str, reps: int) -> float:
