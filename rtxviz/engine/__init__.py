@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import ops  # noqa: F401 - attaches op methods to Tensor
+from .allocator import tune_malloc
 from .backward import grad, run_backward
 from .cache import (
     CachedGraph,
@@ -47,6 +48,10 @@ from .random import manual_seed
 from .tensor import Tensor
 from .variable import Variable
 from .versions import InplaceError
+
+# freed activation buffers stay in the process between training steps instead of page-faulting in again each
+# step (allocator.py says why and what it costs; RTXVIZ_MALLOC_TUNING=0 turns it off)
+tune_malloc()
 
 __all__ = [
     "AutogradTape", "BackwardContext", "BackwardFunction", "CheckpointError", "CheckpointManager",
