@@ -46,7 +46,7 @@ ALLOWED: dict[str, set[str]] = {
 
 #: The engine's own floors, bottom up: a module may import its own floor or lower ones, never a higher one.
 ENGINE_FLOORS: list[set[str]] = [
-    {"errors", "dtypes"},
+    {"errors", "dtypes", "allocator"},
     {"device", "random", "grad_mode", "hooks", "sites"},
     {"tensor"},
     {"memory"},
