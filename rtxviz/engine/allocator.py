@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 
 # mallopt's parameter numbers (glibc's malloc.h)
 _M_TRIM_THRESHOLD = -1
@@ -41,10 +40,18 @@ def tune_malloc() -> bool:
     return _tuned
 
 
+def is_glibc() -> bool:
+    """True in a process linked against glibc (asked of the C library itself: no file is read)."""
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError):  # the name is unknown outside glibc
+        return False
+
+
 def _apply() -> bool:
     if os.environ.get("RTXVIZ_MALLOC_TUNING", "1") == "0":
         return False
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if not is_glibc():
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

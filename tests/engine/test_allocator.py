@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-                                reason="the tuning is glibc's mallopt; elsewhere nothing is done")
+from rtxviz.engine.allocator import is_glibc
+
+pytestmark = pytest.mark.skipif(not is_glibc(), reason="the tuning is glibc's mallopt; elsewhere nothing is done")
 
 # a step's worth of buffers (1-6 MiB of float32, touched), freed at the end of each iteration
 _LOOP = """
