@@ -4,8 +4,9 @@ A training step allocates and frees the same activation-sized buffers (1-5 MiB e
 malloc gives the top of its heap back to the kernel as soon as more than `M_TRIM_THRESHOLD` of it is free (by
 default twice the largest block it has mmapped so far, a few MiB), so each step's first touch of those buffers
 page-faults them in again. On the 2-core AMD EPYC VM of benchmarks/README.md that was half of a BatchNorm + conv
-training step: 17.4 ms per step as shipped, 7.5-9.4 ms with the heap kept (bn_conv_train). PyTorch keeps the
-memory in its own allocator; numpy has no such cache for large arrays, so the engine asks malloc to keep it.
+training step (bn_conv_train): round medians of 14.6-17.7 ms per step as shipped, 7.4-7.8 ms with the heap kept.
+PyTorch keeps the memory in its own allocator; numpy has no such cache for large arrays, so the engine asks malloc
+to keep it.
 
 `tune_malloc()` runs once when the engine is imported. It raises the trim threshold to 256 MiB and pins the
 mmap threshold at 32 MiB (glibc's maximum for the dynamic one; setting any of these parameters turns the dynamic
