@@ -34,9 +34,26 @@ from pathlib import Path
 
 # One BLAS thread unless told otherwise: on 2 shared cores, 2 OpenBLAS threads competing with the server and the
 # sender thread turn a 5 ms step into 30-80 ms of spinning, which measures the machine, not the stream.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# `--threads N` sets N; `--threads default` leaves OpenBLAS at its own default (what a user gets).
 
-import numpy as np
+
+def _threads_option(argv: list[str]) -> tuple[str | None, list[str]]:
+    """(the value of --threads N / --threads=N or None, argv without the option)."""
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1], argv[:i] + argv[i + 2:]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1], argv[:i] + argv[i + 1:]
+    return None, argv
+
+
+_THREADS, _ARGS = _threads_option(sys.argv[1:]) if __name__ == "__main__" else (None, [])
+if _THREADS is None:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+elif _THREADS != "default":
+    os.environ["OPENBLAS_NUM_THREADS"] = _THREADS
+
+import numpy as np  # noqa: E402  (after the thread count is set)
 
 # RTXVIZ_BENCH_ROOT: measure another checkout (e.g. an exported older commit) with this same script
 ROOT = Path(os.environ.get("RTXVIZ_BENCH_ROOT") or Path(__file__).resolve().parent.parent)
@@ -598,7 +615,8 @@ def run_ingest_burst(repeat: int = 5, rounds: int = 3) -> None:
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["engine", "mlp", "server"]
+    print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset (OpenBLAS default)')}")
+    which = _ARGS or ["engine", "mlp", "server"]
     for name in which:
         {"engine": run_engine, "mlp": run_mlp, "server": run_server, "keepalive": run_keepalive,
          "ingest_cpu": run_ingest_cpu, "ingest_burst": run_ingest_burst}[name]()

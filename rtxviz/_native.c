@@ -506,6 +506,237 @@ static PyObject *lstm_math(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return result;
 }
 
+/* -- max pooling (rtxviz.engine.ops.nn_pool): the window maximum, and its gradient routed to each window's first
+   maximum, one pass each over NCHW planes, float32 and float64, any kernel, stride, padding, dilation and ceil
+   mode. numpy needs kh·kw strided passes for the maximum and, for the gradient, kh·kw comparisons, the
+   first-hit masks and kh·kw multiplies (4-10x the time of these loops on conv_train's shapes).
+
+   Semantics, shared with the numpy path: positions outside the input (padding, ceil mode's last windows) count
+   as -inf; the maximum propagates NaN as numpy.maximum does; the gradient of a window goes to its first position
+   in row-major window order whose value equals the window's maximum (none when the maximum is NaN; dropped when
+   that position is padding), added into dx (overlapping windows accumulate). */
+typedef struct {
+    Py_ssize_t planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw;
+} PoolGeom;
+
+/* The loops below are branch-free selects, not ifs: on real data which element is a window's maximum is a coin
+   toss, and a mispredicted branch per element made the first version 5x slower than numpy (`||` and `&&`
+   are branches too: written with `|`, `&` and a NaN test first, GCC emits vector blends). nanmax(a, b) is
+   numpy.maximum's NaN rule (either NaN gives NaN). The 2x2 stride-2 case without padding (almost every CNN's
+   pooling) has its own loops: the maximum's vectorizes (MULTIVERSION); the gradient's is left to the baseline
+   x86-64 code, which GCC 12 compiles to plain selects: its AVX2 and AVX-512 versions (moving each comparison
+   through a mask register) took 1.5-4x as long, measured on conv_train's two poolings. */
+/* 2x2 windows at stride 2, no padding or dilation, every window inside the input (not ceil mode's last ones) */
+static int pool_is_22(const PoolGeom *g) {
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && !g->ph && !g->pw && g->dh == 1 && g->dw == 1 &&
+           2 * g->ho <= g->h && 2 * g->wo <= g->w;
+}
+
+#define DEFINE_MAXPOOL(FWD, BWD, T)                                                                  \
+    static inline T FWD##_nanmax(T a, T b) { return a != a ? a : (a > b ? a : b); }                   \
+    MULTIVERSION static void FWD##_22(const T *restrict x, T *restrict out, const PoolGeom *g) {   \
+        Py_ssize_t h = g->h, w = g->w, ho = g->ho, wo = g->wo;                                      \
+        for (Py_ssize_t p = 0; p < g->planes; p++)                                                  \
+            for (Py_ssize_t oh = 0; oh < ho; oh++) {                                                \
+                const T *a = x + (p * h + 2 * oh) * w, *b = a + w;                                  \
+                T *o = out + (p * ho + oh) * wo;                                                    \
+                for (Py_ssize_t ow = 0; ow < wo; ow++)                                              \
+                    o[ow] = FWD##_nanmax(FWD##_nanmax(a[2 * ow], a[2 * ow + 1]),                    \
+                                         FWD##_nanmax(b[2 * ow], b[2 * ow + 1]));                   \
+            }                                                                                       \
+    }                                                                                               \
+    static void FWD(const T *restrict x, T *restrict out, const PoolGeom *g) {                      \
+        if (pool_is_22(g)) {                                                                        \
+            FWD##_22(x, out, g);                                                                    \
+            return;                                                                                 \
+        }                                                                                           \
+        for (Py_ssize_t p = 0; p < g->planes; p++) {                                                \
+            const T *xp = x + p * g->h * g->w;                                                      \
+            T *op = out + p * g->ho * g->wo;                                                        \
+            for (Py_ssize_t oh = 0; oh < g->ho; oh++) {                                             \
+                Py_ssize_t r0 = oh * g->sh - g->ph;                                                 \
+                for (Py_ssize_t ow = 0; ow < g->wo; ow++) {                                         \
+                    Py_ssize_t c0 = ow * g->sw - g->pw;                                             \
+                    T best = (T)-INFINITY;                                                          \
+                    for (Py_ssize_t i = 0; i < g->kh; i++) {                                        \
+                        Py_ssize_t r = r0 + i * g->dh;                                              \
+                        if (r < 0 || r >= g->h) continue; /* padding: -inf changes nothing */       \
+                        const T *row = xp + r * g->w;                                               \
+                        for (Py_ssize_t j = 0; j < g->kw; j++) {                                    \
+                            Py_ssize_t c = c0 + j * g->dw;                                          \
+                            if (c >= 0 && c < g->w) best = FWD##_nanmax(row[c], best);              \
+                        }                                                                           \
+                    }                                                                               \
+                    op[oh * g->wo + ow] = best;                                                     \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+    __attribute__((noinline)) static void BWD##_22(const T *restrict dy, const T *restrict x,      \
+                                                   const T *restrict best, T *restrict dx,          \
+                                                   Py_ssize_t planes, Py_ssize_t h, Py_ssize_t w,   \
+                                                   Py_ssize_t ho, Py_ssize_t wo) {                  \
+        for (Py_ssize_t p = 0; p < planes; p++)                                                     \
+            for (Py_ssize_t oh = 0; oh < ho; oh++) {                                                \
+                Py_ssize_t at = (p * h + 2 * oh) * w, o = (p * ho + oh) * wo;                       \
+                const T *a = x + at, *b = a + w;                                                    \
+                T *da = dx + at, *db = da + w;                                                      \
+                for (Py_ssize_t ow = 0; ow < wo; ow++) {                                            \
+                    T m = best[o + ow], v = dy[o + ow];                                             \
+                    int h0 = a[2 * ow] == m, h1 = (a[2 * ow + 1] == m) & !h0;                       \
+                    int h2 = (b[2 * ow] == m) & !(h0 | h1), h3 = (b[2 * ow + 1] == m) & !(h0 | h1 | h2); \
+                    T zero = 0; /* disjoint windows: every position is written once, not added to */ \
+                    da[2 * ow] = h0 ? v : zero;                                                     \
+                    da[2 * ow + 1] = h1 ? v : zero;                                                 \
+                    db[2 * ow] = h2 ? v : zero;                                                     \
+                    db[2 * ow + 1] = h3 ? v : zero;                                                 \
+                }                                                                                   \
+            }                                                                                       \
+    }                                                                                               \
+    static void BWD(const T *restrict dy, const T *restrict x, const T *restrict best, T *restrict dx, \
+                    const PoolGeom *g) {                                                            \
+        if (pool_is_22(g)) {                                                                        \
+            BWD##_22(dy, x, best, dx, g->planes, g->h, g->w, g->ho, g->wo);                                                           \
+            return;                                                                                 \
+        }                                                                                           \
+        for (Py_ssize_t p = 0; p < g->planes; p++) {                                                \
+            const T *xp = x + p * g->h * g->w;                                                      \
+            T *dp = dx + p * g->h * g->w;                                                           \
+            Py_ssize_t o = p * g->ho * g->wo;                                                       \
+            for (Py_ssize_t oh = 0; oh < g->ho; oh++) {                                             \
+                Py_ssize_t r0 = oh * g->sh - g->ph;                                                 \
+                for (Py_ssize_t ow = 0; ow < g->wo; ow++, o++) {                                    \
+                    Py_ssize_t c0 = ow * g->sw - g->pw;                                             \
+                    T b = best[o];                                                                  \
+                    for (Py_ssize_t i = 0; i < g->kh; i++) {                                        \
+                        Py_ssize_t r = r0 + i * g->dh;                                              \
+                        int row_in = r >= 0 && r < g->h;                                            \
+                        for (Py_ssize_t j = 0; j < g->kw; j++) {                                    \
+                            Py_ssize_t c = c0 + j * g->dw;                                          \
+                            int in = row_in && c >= 0 && c < g->w;                                  \
+                            T v = in ? xp[r * g->w + c] : (T)-INFINITY;                             \
+                            if (v == b) {                                                           \
+                                if (in) dp[r * g->w + c] += dy[o];                                  \
+                                goto next_##T;                                                      \
+                            }                                                                       \
+                        }                                                                           \
+                    }                                                                               \
+                next_##T:;                                                                          \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }
+
+DEFINE_MAXPOOL(max_pool_fwd_f32, max_pool_bwd_f32, float)
+DEFINE_MAXPOOL(max_pool_fwd_f64, max_pool_bwd_f64, double)
+
+/* Geometry from args[first..first+12]: (planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw). */
+static int pool_geom(PyObject *const *args, Py_ssize_t first, PoolGeom *g, const char *who) {
+    Py_ssize_t *d = &g->planes;
+    for (int k = 0; k < 13; k++) {
+        d[k] = PyLong_AsSsize_t(args[first + k]);
+        if (d[k] == -1 && PyErr_Occurred()) return 0;
+    }
+    if (g->planes < 0 || g->h < 1 || g->w < 1 || g->ho < 1 || g->wo < 1 || g->kh < 1 || g->kw < 1 || g->sh < 1 ||
+        g->sw < 1 || g->ph < 0 || g->pw < 0 || g->dh < 1 || g->dw < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: bad geometry (planes=%zd, h=%zd, w=%zd, ho=%zd, wo=%zd, kernel %zdx%zd, "
+                     "stride %zdx%zd, padding %zdx%zd, dilation %zdx%zd)", who, g->planes, g->h, g->w, g->ho,
+                     g->wo, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw);
+        return 0;
+    }
+    return 1;
+}
+
+/* A C-contiguous float buffer of `kind` (0: whichever, set on return) and `count` elements. */
+static int take_float(PyObject *obj, Py_buffer *view, int writable, int *kind, Py_ssize_t count, const char *who,
+                      const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) return 0;
+    int k = float_kind(view, who);
+    if (!k || (*kind && k != *kind) || view->len / view->itemsize != count) {
+        if (!PyErr_Occurred()) {
+            if (k != *kind)
+                PyErr_Format(PyExc_TypeError, "%s: %s has another float type than the first array", who, name);
+            else
+                PyErr_Format(PyExc_ValueError, "%s: %s has %zd elements, expected %zd", who, name,
+                             view->len / view->itemsize, count);
+        }
+        PyBuffer_Release(view);
+        return 0;
+    }
+    *kind = k;
+    return 1;
+}
+
+/* max_pool2d_forward(x, out, planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw) */
+static PyObject *max_pool2d_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    const char *who = "max_pool2d_forward";
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "max_pool2d_forward(x, out, planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, "
+                                         "dh, dw)");
+        return NULL;
+    }
+    PoolGeom g;
+    if (!pool_geom(args, 2, &g, who)) return NULL;
+    Py_buffer v[2];
+    int kind = 0;
+    if (!take_float(args[0], &v[0], 0, &kind, g.planes * g.h * g.w, who, "x")) return NULL;
+    if (!take_float(args[1], &v[1], 1, &kind, g.planes * g.ho * g.wo, who, "out")) {
+        PyBuffer_Release(&v[0]);
+        return NULL;
+    }
+    PyThreadState *saved = v[0].len / v[0].itemsize >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+    if (kind == 1)
+        max_pool_fwd_f32((const float *)v[0].buf, (float *)v[1].buf, &g);
+    else
+        max_pool_fwd_f64((const double *)v[0].buf, (double *)v[1].buf, &g);
+    if (saved) PyEval_RestoreThread(saved);
+    PyBuffer_Release(&v[1]);
+    PyBuffer_Release(&v[0]);
+    Py_RETURN_NONE;
+}
+
+/* max_pool2d_scatter(dy, x, best, dx, planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw): dx += dy at each
+   window's first maximum (dx is not cleared here). */
+static PyObject *max_pool2d_scatter(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    const char *who = "max_pool2d_scatter";
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "max_pool2d_scatter(dy, x, best, dx, planes, h, w, ho, wo, kh, kw, sh, sw, "
+                                         "ph, pw, dh, dw)");
+        return NULL;
+    }
+    PoolGeom g;
+    if (!pool_geom(args, 4, &g, who)) return NULL;
+    Py_buffer v[4];
+    int kind = 0, taken = 0;
+    PyObject *result = NULL;
+    Py_ssize_t out_n = g.planes * g.ho * g.wo, in_n = g.planes * g.h * g.w;
+    if (!take_float(args[0], &v[0], 0, &kind, out_n, who, "dy")) goto done;
+    taken++;
+    if (!take_float(args[1], &v[1], 0, &kind, in_n, who, "x")) goto done;
+    taken++;
+    if (!take_float(args[2], &v[2], 0, &kind, out_n, who, "best")) goto done;
+    taken++;
+    if (!take_float(args[3], &v[3], 1, &kind, in_n, who, "dx")) goto done;
+    taken++;
+    if (v[3].buf == v[0].buf || v[3].buf == v[1].buf || v[3].buf == v[2].buf) {
+        PyErr_Format(PyExc_ValueError, "%s: dx must not be one of the inputs", who);
+        goto done;
+    }
+    PyThreadState *saved = in_n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+    if (kind == 1)
+        max_pool_bwd_f32((const float *)v[0].buf, (const float *)v[1].buf, (const float *)v[2].buf,
+                         (float *)v[3].buf, &g);
+    else
+        max_pool_bwd_f64((const double *)v[0].buf, (const double *)v[1].buf, (const double *)v[2].buf,
+                         (double *)v[3].buf, &g);
+    if (saved) PyEval_RestoreThread(saved);
+    result = Py_NewRef(Py_None);
+done:
+    while (taken > 0) PyBuffer_Release(&v[--taken]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"summary", summary, METH_O,
      "summary(buffer) -> (sum of squares, sum, min, max) of a C-contiguous float32/float64 buffer, in one pass.\n"
@@ -521,11 +752,17 @@ static PyMethodDef methods[] = {
      "layer's backward through time, before its matmul (float32)."},
     {"lstm_math", (PyCFunction)(void (*)(void))lstm_math, METH_FASTCALL,
      "lstm_math(which, x, out): the LSTM kernels' exp (0), tanh (1) or sigmoid (2) of float32 x into out."},
+    {"max_pool2d_forward", (PyCFunction)(void (*)(void))max_pool2d_forward, METH_FASTCALL,
+     "max_pool2d_forward(x, out, planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw): each window's maximum of\n"
+     "the NCHW planes of x into out (float32/float64, C-contiguous; padding counts as -inf)."},
+    {"max_pool2d_scatter", (PyCFunction)(void (*)(void))max_pool2d_scatter, METH_FASTCALL,
+     "max_pool2d_scatter(dy, x, best, dx, planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw): dx += dy at each\n"
+     "window's first position whose value equals best (the window maximum)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rtxviz._native",
-                                    "Fused memory passes for watched runs; the LSTM step kernels (see _native.c).",
+                                    "Fused memory passes for watched runs; the LSTM step and max-pooling kernels (see _native.c).",
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

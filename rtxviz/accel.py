@@ -5,6 +5,8 @@ compiler at install) or when the environment variable ``RTXVIZ_NO_NATIVE=1`` ask
     add_measured(p, u)   -> p += u, and (‖p‖², ‖u‖²) from the same pass  (rtxviz.optim)
     lstm_forward_step / lstm_backward_step   one time step of an LSTM layer's element-wise work, float32
                                              (rtxviz.engine.ops.nn_recurrent; the matmuls stay numpy's)
+    max_pool2d_forward / max_pool2d_scatter  max pooling's window maximum and its gradient, one pass each
+                                             (rtxviz.engine.ops.nn_pool)
 
 >>> import numpy as np
 >>> from rtxviz import accel
@@ -18,12 +20,15 @@ import importlib
 import os
 from typing import Any
 
-__all__ = ["add_measured", "lstm_backward_step", "lstm_forward_step", "summary"]
+__all__ = ["add_measured", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward", "max_pool2d_scatter",
+           "summary"]
 
 summary: Any = None
 add_measured: Any = None
 lstm_forward_step: Any = None
 lstm_backward_step: Any = None
+max_pool2d_forward: Any = None
+max_pool2d_scatter: Any = None
 
 if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
     try:
@@ -35,3 +40,5 @@ if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
         # a module built before the LSTM kernels were added has only the first two
         lstm_forward_step = getattr(_native, "lstm_forward_step", None)
         lstm_backward_step = getattr(_native, "lstm_backward_step", None)
+        max_pool2d_forward = getattr(_native, "max_pool2d_forward", None)
+        max_pool2d_scatter = getattr(_native, "max_pool2d_scatter", None)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import accel
 from ..device import xp_of
 from ..dtypes import is_float
 from ..errors import DTypeError, ShapeError
@@ -82,6 +83,43 @@ def _offsets(kh: int, kw: int) -> list[tuple[int, int, int]]:
     return [(i * kw + j, i, j) for i in range(kh) for j in range(kw)]
 
 
+class WindowMax:
+    """The pooled input and its window maxima (X, Y), carried where the argmax masks would be: the compiled
+    scatter finds each window's first maximum from them in its one pass, and the masks are made from them only if
+    a second derivative asks (max_pool2d_gather). Arrays in a slotted holder, so that a graph-cache capture binds
+    them (they are an op's input and output) instead of refusing a mask computed outside the ops."""
+
+    __slots__ = ("x", "best")
+
+    def __init__(self, x: Any, best: Any) -> None:
+        self.x, self.best = x, best
+
+    def __repr__(self) -> str:
+        return f"<window maxima {tuple(self.best.shape)} of {tuple(self.x.shape)}>"
+
+
+def _argmax_masks(argmax: Any, attrs: dict) -> Any:
+    """The argmax masks [kh·kw, N, C, Ho, Wo] from an IndexArg of them or a WindowMax."""
+    if isinstance(argmax, WindowMax):
+        return _window_masks(argmax.x, argmax.best, attrs)
+    return argmax.array
+
+
+def _native_pool(*arrays: Any) -> bool:
+    """Whether the compiled max-pooling kernels take these arrays: numpy float32 or float64 of one dtype, not
+    empty, and only where the compiled module has them (read at each call, so a test can switch it off)."""
+    return accel.max_pool2d_forward is not None and all(
+        type(a) is np.ndarray and a.dtype == arrays[0].dtype and a.dtype in (np.float32, np.float64) and a.size > 0
+        for a in arrays)
+
+
+def _native_geom(attrs: dict, x_shape: tuple, ho: int, wo: int) -> tuple[int, ...]:
+    """The kernels' geometry arguments (planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _pool_geom(attrs)
+    n, c, h, w = x_shape
+    return n * c, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw
+
+
 class MaxPool2d(Op):
     name = "max_pool2d"
     kind = "pool"
@@ -94,6 +132,10 @@ class MaxPool2d(Op):
     def forward(ctx: Any, x: Any) -> Any:
         (kh, kw), stride, (ph, pw), dil = _pool_geom(ctx.attrs)
         ho, wo, extra = _pool_plan(ctx.attrs, *x.shape[2:])
+        if _native_pool(x):  # one pass in C (rtxviz/_native.c), the same values
+            out = np.empty((*x.shape[:2], ho, wo), dtype=x.dtype)
+            accel.max_pool2d_forward(np.ascontiguousarray(x), out, *_native_geom(ctx.attrs, x.shape, ho, wo))
+            return out
         xpad = pad2d(x, ph, pw, -np.inf, extra)
         best = window(xpad, 0, 0, ho, wo, stride, dil).copy()
         maximum = xp_of(x).maximum
@@ -131,8 +173,9 @@ def _window_masks(x: Any, best: Any, attrs: dict) -> Any:
 
 
 class MaxPool2dScatter(Op):
-    """dY added at each window's argmax: inputs (dY, X, Y) find the argmax masks in forward (kept in ctx.state);
-    input (dY,) alone reads them from attrs["argmax"] (the adjoint of max_pool2d_gather)."""
+    """dY added at each window's argmax: inputs (dY, X, Y) find the argmax in forward (the compiled kernel in one
+    pass, keeping WindowMax(X, Y) in ctx.state; numpy through the masks, kept instead); input (dY,) alone reads
+    attrs["argmax"] (the adjoint of max_pool2d_gather): masks, or a WindowMax."""
 
     name = "max_pool2d_scatter"
     kind = "gradient"
@@ -144,9 +187,20 @@ class MaxPool2dScatter(Op):
     def forward(ctx: Any, g: Any, x: Any = None, best: Any = None) -> Any:
         (kh, kw), stride, (ph, pw), dil = _pool_geom(ctx.attrs)
         h, w = ctx.attrs["input_size"]
-        masks = ctx.attrs["argmax"].array if x is None else _window_masks(x, best, ctx.attrs)
-        ctx.state = masks
         n, c, ho, wo = g.shape
+        given = ctx.attrs.get("argmax")
+        if x is None and isinstance(given, WindowMax):
+            x, best = given.x, given.best
+        if x is not None and _native_pool(g, x, best):
+            # one pass in C: dY added at each window's first maximum, as the masks below route it; the masks
+            # themselves are made only if a second derivative asks for them (max_pool2d_gather)
+            dx = np.zeros((n, c, h, w), dtype=g.dtype)
+            accel.max_pool2d_scatter(np.ascontiguousarray(g), np.ascontiguousarray(x), np.ascontiguousarray(best),
+                                     dx, *_native_geom(ctx.attrs, x.shape, ho, wo))
+            ctx.state = given if given is not None else WindowMax(x, best)
+            return dx
+        masks = _argmax_masks(given, ctx.attrs) if x is None else _window_masks(x, best, ctx.attrs)
+        ctx.state = masks
         extra = _pool_plan(ctx.attrs, h, w)[2]
         xp = xp_of(g)
         dx = xp.zeros((n, c, h + 2 * ph + extra[0], w + 2 * pw + extra[1]), dtype=g.dtype)
@@ -162,7 +216,7 @@ class MaxPool2dScatter(Op):
     @staticmethod
     def backward(ctx: Any, h: Any) -> tuple:
         attrs = {k: v for k, v in ctx.attrs.items() if k != "argmax"}
-        attrs["argmax"] = IndexArg(ctx.state)
+        attrs["argmax"] = ctx.state if isinstance(ctx.state, WindowMax) else IndexArg(ctx.state)
         return (apply(MaxPool2dGather, (h,), attrs),) + (None,) * (len(ctx.next) - 1)
 
 
@@ -178,7 +232,7 @@ class MaxPool2dGather(Op):
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
         (kh, kw), stride, (ph, pw), dil = _pool_geom(ctx.attrs)
-        masks = ctx.attrs["argmax"].array
+        masks = _argmax_masks(ctx.attrs["argmax"], ctx.attrs)
         ho, wo = masks.shape[3:]
         xpad = pad2d(x, ph, pw, 0.0, _pool_plan(ctx.attrs, *x.shape[2:])[2])
         out = window(xpad, 0, 0, ho, wo, stride, dil) * masks[0]
