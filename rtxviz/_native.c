@@ -655,7 +655,7 @@ static int take_float(PyObject *obj, Py_buffer *view, int writable, int *kind, P
     int k = float_kind(view, who);
     if (!k || (*kind && k != *kind) || view->len / view->itemsize != count) {
         if (!PyErr_Occurred()) {
-            if (k != *kind)
+            if (*kind && k != *kind)
                 PyErr_Format(PyExc_TypeError, "%s: %s has another float type than the first array", who, name);
             else
                 PyErr_Format(PyExc_ValueError, "%s: %s has %zd elements, expected %zd", who, name,
@@ -737,6 +737,86 @@ done:
     return result;
 }
 
+/* -- col2im of a stride-1 convolution's "wide row" columns (rtxviz.engine.ops.nn_conv, Plan(wide=True)) ---------
+   cols [c, kh, kw, n, run] (run = ho·wp: each kernel offset's rows span the padded width) are added back into the
+   padded image at offset i·dh·wp + j·dw, and the image's interior is the input gradient. numpy does that as kh·kw
+   adds into a zero [c, n, hp·wp] buffer (9 passes over memory for a 3x3 kernel) and one transposing copy to
+   NCHW; this does the same adds one (channel, image) plane at a time in a buffer that stays in cache, and copies
+   its interior into dx [n, c, h, w]. The same additions in the same order (k = 0 .. kh·kw - 1, from zero), so
+   the sums are numpy's bit for bit. */
+#define DEFINE_COL2IM(NAME, T)                                                                       \
+    MULTIVERSION static void NAME(const T *restrict cols, T *restrict dx, T *restrict buf, Py_ssize_t c,  \
+                                  Py_ssize_t n, Py_ssize_t h, Py_ssize_t w, Py_ssize_t hp, Py_ssize_t wp, \
+                                  Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t dh, \
+                                  Py_ssize_t dw, Py_ssize_t run) {                                  \
+        Py_ssize_t kk = kh * kw, size = hp * wp + (kw - 1) * dw;                                    \
+        for (Py_ssize_t ci = 0; ci < c; ci++)                                                       \
+            for (Py_ssize_t ni = 0; ni < n; ni++) {                                                 \
+                for (Py_ssize_t q = 0; q < size; q++) buf[q] = (T)0;                                \
+                for (Py_ssize_t k = 0; k < kk; k++) {                                               \
+                    T *to = buf + (k / kw) * dh * wp + (k % kw) * dw;                               \
+                    const T *src = cols + ((ci * kk + k) * n + ni) * run;                           \
+                    for (Py_ssize_t q = 0; q < run; q++) to[q] += src[q];                           \
+                }                                                                                   \
+                T *out = dx + (ni * c + ci) * h * w;                                                \
+                for (Py_ssize_t r = 0; r < h; r++)                                                  \
+                    memcpy(out + r * w, buf + (r + ph) * wp + pw, (size_t)w * sizeof(T));           \
+            }                                                                                       \
+    }
+
+DEFINE_COL2IM(col2im_wide_f32, float)
+DEFINE_COL2IM(col2im_wide_f64, double)
+
+/* col2im_wide(cols, dx, c, n, h, w, hp, wp, ph, pw, kh, kw, dh, dw, ho): dx [n, c, h, w] is written whole. */
+static PyObject *col2im_wide(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    const char *who = "col2im_wide";
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError, "col2im_wide(cols, dx, c, n, h, w, hp, wp, ph, pw, kh, kw, dh, dw, ho)");
+        return NULL;
+    }
+    Py_ssize_t d[13];
+    for (int k = 0; k < 13; k++) {
+        d[k] = PyLong_AsSsize_t(args[2 + k]);
+        if (d[k] == -1 && PyErr_Occurred()) return NULL;
+    }
+    Py_ssize_t c = d[0], n = d[1], h = d[2], w = d[3], hp = d[4], wp = d[5], ph = d[6], pw = d[7], kh = d[8],
+               kw = d[9], dh = d[10], dw = d[11], ho = d[12];
+    /* the geometry a stride-1 convolution has: every row read below lies inside its offset's run */
+    if (c < 1 || n < 1 || h < 1 || w < 1 || kh < 1 || kw < 1 || dh < 1 || dw < 1 || ph < 0 || pw < 0 ||
+        hp != h + 2 * ph || wp != w + 2 * pw || ho != hp - dh * (kh - 1) || ho < 1 || wp - dw * (kw - 1) < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: bad geometry (c=%zd, n=%zd, h=%zd, w=%zd, hp=%zd, wp=%zd, padding "
+                     "%zdx%zd, kernel %zdx%zd, dilation %zdx%zd, ho=%zd)", who, c, n, h, w, hp, wp, ph, pw, kh, kw,
+                     dh, dw, ho);
+        return NULL;
+    }
+    Py_buffer v[2];
+    int kind = 0;
+    Py_ssize_t run = ho * wp;
+    if (!take_float(args[0], &v[0], 0, &kind, c * kh * kw * n * run, who, "cols")) return NULL;
+    if (!take_float(args[1], &v[1], 1, &kind, n * c * h * w, who, "dx")) {
+        PyBuffer_Release(&v[0]);
+        return NULL;
+    }
+    void *buf = PyMem_RawMalloc((size_t)(hp * wp + (kw - 1) * dw) * (size_t)v[0].itemsize);
+    if (buf == NULL) {
+        PyBuffer_Release(&v[1]);
+        PyBuffer_Release(&v[0]);
+        return PyErr_NoMemory();
+    }
+    PyThreadState *saved = v[0].len / v[0].itemsize >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+    if (kind == 1)
+        col2im_wide_f32((const float *)v[0].buf, (float *)v[1].buf, (float *)buf, c, n, h, w, hp, wp, ph, pw, kh,
+                        kw, dh, dw, run);
+    else
+        col2im_wide_f64((const double *)v[0].buf, (double *)v[1].buf, (double *)buf, c, n, h, w, hp, wp, ph, pw,
+                        kh, kw, dh, dw, run);
+    if (saved) PyEval_RestoreThread(saved);
+    PyMem_RawFree(buf);
+    PyBuffer_Release(&v[1]);
+    PyBuffer_Release(&v[0]);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"summary", summary, METH_O,
      "summary(buffer) -> (sum of squares, sum, min, max) of a C-contiguous float32/float64 buffer, in one pass.\n"
@@ -758,11 +838,14 @@ static PyMethodDef methods[] = {
     {"max_pool2d_scatter", (PyCFunction)(void (*)(void))max_pool2d_scatter, METH_FASTCALL,
      "max_pool2d_scatter(dy, x, best, dx, planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw): dx += dy at each\n"
      "window's first position whose value equals best (the window maximum)."},
+    {"col2im_wide", (PyCFunction)(void (*)(void))col2im_wide, METH_FASTCALL,
+     "col2im_wide(cols, dx, c, n, h, w, hp, wp, ph, pw, kh, kw, dh, dw, ho): a stride-1 convolution's wide-row\n"
+     "columns [c, kh, kw, n, ho*wp] added back into the input gradient dx [n, c, h, w] (written whole)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rtxviz._native",
-                                    "Fused memory passes for watched runs; the LSTM step and max-pooling kernels (see _native.c).",
+                                    "Fused memory passes for watched runs; the LSTM step, max-pooling and col2im kernels (see _native.c).",
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

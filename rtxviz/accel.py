@@ -7,6 +7,7 @@ compiler at install) or when the environment variable ``RTXVIZ_NO_NATIVE=1`` ask
                                              (rtxviz.engine.ops.nn_recurrent; the matmuls stay numpy's)
     max_pool2d_forward / max_pool2d_scatter  max pooling's window maximum and its gradient, one pass each
                                              (rtxviz.engine.ops.nn_pool)
+    col2im_wide          a stride-1 convolution's input gradient from its columns, one pass (nn_conv)
 
 >>> import numpy as np
 >>> from rtxviz import accel
@@ -20,8 +21,8 @@ import importlib
 import os
 from typing import Any
 
-__all__ = ["add_measured", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward", "max_pool2d_scatter",
-           "summary"]
+__all__ = ["add_measured", "col2im_wide", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward",
+           "max_pool2d_scatter", "summary"]
 
 summary: Any = None
 add_measured: Any = None
@@ -29,6 +30,7 @@ lstm_forward_step: Any = None
 lstm_backward_step: Any = None
 max_pool2d_forward: Any = None
 max_pool2d_scatter: Any = None
+col2im_wide: Any = None
 
 if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
     try:
@@ -42,3 +44,4 @@ if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
         lstm_backward_step = getattr(_native, "lstm_backward_step", None)
         max_pool2d_forward = getattr(_native, "max_pool2d_forward", None)
         max_pool2d_scatter = getattr(_native, "max_pool2d_scatter", None)
+        col2im_wide = getattr(_native, "col2im_wide", None)
