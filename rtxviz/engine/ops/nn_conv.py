@@ -16,7 +16,12 @@ product is one large GEMM over the whole batch: the output [O, N·Ho·Wo] = W[O,
 the batch-major layout [N, C·kh·kw, Ho·Wo] with N small GEMMs (benchmarks/README.md, issue 21): the one large
 GEMM wins most on the weight gradient, where the batch-major layout also had to sum N partial products.
 col2im adds the slices back, one kernel offset at a time (at stride 1 as contiguous runs of "wide rows", see
-`Plan`).
+`Plan`; there the compiled `col2im_wide` of rtxviz/_native.c does the same adds a plane at a time, in cache).
+
+Where a convolution has c·kh·kw >= 32 (and groups == 1), forward uses the row layout instead,
+[N·Ho·Wo, kh·kw·C] (`_im2col_rows`: one strided copy from NHWC; out = rows @ Wᵀ), which OpenBLAS multiplies
+faster at these shapes; the 1-channel convolutions keep the channel-major layout, per image (issue 21, second
+round, in benchmarks/README.md).
 
 conv1d is conv2d of height 1, and conv_transpose2d is conv2d_grad_input with its input in the place of dY: both
 run the same kernels, and their gradients are the same three ops.
