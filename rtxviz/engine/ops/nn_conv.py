@@ -20,8 +20,9 @@ col2im adds the slices back, one kernel offset at a time (at stride 1 as contigu
 
 Where a convolution has c·kh·kw >= 32 (and groups == 1), forward uses the row layout instead,
 [N·Ho·Wo, kh·kw·C] (`_im2col_rows`: one strided copy from NHWC; out = rows @ Wᵀ), which OpenBLAS multiplies
-faster at these shapes; the 1-channel convolutions keep the channel-major layout, per image (issue 21, second
-round, in benchmarks/README.md).
+faster at these shapes; the thin ones (c·kh·kw < 32, a 1-channel input) keep the channel-major layout and run
+per image, forward and weight gradient alike (there the n small products and their sum beat one GEMM with
+K = n·ho·wo and the transposing copy of dY it needs; issue 21, second round, in benchmarks/README.md).
 
 conv1d is conv2d of height 1, and conv_transpose2d is conv2d_grad_input with its input in the place of dY: both
 run the same kernels, and their gradients are the same three ops.
@@ -269,6 +270,14 @@ def _weight_grad(pl: Plan, cols: Any, g: Any, w_shape: tuple) -> Any:
     if cols.ndim == 2:  # the row layout: dW[o, (kh kw c)] = (rowsᵀ @ dY_rows)ᵀ
         out = (cols.T @ _g_rows(g)).T
         return xp_of(g).ascontiguousarray(out.reshape(pl.o, pl.kh, pl.kw, pl.c).transpose(0, 3, 1, 2))
+    k = cols.size // pl.cols_per_channel
+    if pl.groups == 1 and k < _PER_IMAGE_BELOW:
+        # per image, dY[n] [o, ho·wo] @ cols[:, n]ᵀ, then the sum of the n products: on conv_train's 1-channel
+        # first convolution (k = 9) 0.33-0.40 ms against 1.15-1.35 ms for the one long-K GEMM and the transposing
+        # copy of dY it needs, at 1 and 2 threads alike
+        hw = pl.ho * pl.wo
+        per_image = g.reshape(pl.n, pl.o, hw) @ cols.reshape(k, pl.n, hw).transpose(1, 2, 0)
+        return per_image.sum(axis=0).reshape(w_shape)
     out = _widen(pl, g) @ _cols_mat(pl, cols).swapaxes(-1, -2)
     return out.reshape(w_shape)
 
