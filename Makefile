@@ -13,8 +13,8 @@ NPM_ENV := PYTHON=$(abspath $(PY))
 
 .PHONY: setup frontend graphviz system-deps demo test lint bench
 
-# setup.py compiles rtxviz/_native.c into the source tree (an editable install builds in place)
-$(VENV)/.installed: pyproject.toml setup.py rtxviz/_native.c
+# setup.py compiles rtxviz/_native.c and rtxviz/_eventcheck.c into the source tree (an editable install builds in place)
+$(VENV)/.installed: pyproject.toml setup.py rtxviz/_native.c rtxviz/_eventcheck.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,torch]'

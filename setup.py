@@ -1,6 +1,7 @@
 """Build hooks: wheels and sdists carry the built viewer (rtxviz/web/static), so pip users need no Node; and the
-one C file (rtxviz/_native.c: the fused memory passes of a watched run) is compiled when a C compiler is there. It
-is optional: without it numpy does the same work in more passes.
+C files (rtxviz/_native.c: the fused memory passes of a watched run; rtxviz/_eventcheck.c: the server's check of
+events) are compiled when a C compiler is there. They are
+optional: without them numpy and pydantic do the same work, slower.
 
 Everything else about the package is in pyproject.toml.
 """
@@ -57,4 +58,11 @@ NATIVE = Extension(
     optional=True,  # no compiler: the package still installs, and numpy does the work
 )
 
-setup(cmdclass={"build_py": BuildPyWithViewer}, ext_modules=[NATIVE])
+# the server's copy-free check of decoded events (rtxviz/event_specs.py); without it pydantic checks every event
+EVENT_CHECK = Extension(
+    "rtxviz._eventcheck", ["rtxviz/_eventcheck.c"],
+    extra_compile_args=[] if sys.platform == "win32" else ["-O2"],
+    optional=True,
+)
+
+setup(cmdclass={"build_py": BuildPyWithViewer}, ext_modules=[NATIVE, EVENT_CHECK])

@@ -14,12 +14,16 @@ JSON fields, so new engine happenings (checkpoint segments, graph-cache hits) fl
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, NotRequired, Union, get_args, get_type_hints
+from types import UnionType
+from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin, get_type_hints
 
+from annotated_types import Ge, Le, MaxLen
 from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, with_config
-from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12 (a pydantic dependency)
+from typing_extensions import TypedDict, is_typeddict  # pydantic needs this TypedDict on Python < 3.12
 
 SCHEMA_VERSION = 1
 #: Names a generic (not strictly modelled) event kind may have.
@@ -337,6 +341,101 @@ _ANY_MODEL: Any = Union[tuple(MODELS.values())]  # noqa: UP007 - built from the 
 _BATCH: TypeAdapter[Any] = TypeAdapter(list[Annotated[_ANY_MODEL, Field(discriminator="kind")]])
 
 
+# -- the compiled check: the same models as specs for rtxviz/_eventcheck.c ------------------------------------
+# pydantic builds a validated copy of every event, which the server throws away; the C module only walks the
+# decoded objects. It confirms what matches and leaves anything else to pydantic, the authority (it names the
+# fault or accepts what the spec was too cautious for), so the errors are pydantic's, event for event.
+_ANY, _STR, _INT, _FLOAT, _BOOL, _NONE, _LITERAL, _LIST, _DICT, _TYPED, _UNION = range(11)
+_INT64 = (-2**63, 2**63 - 1)
+
+
+class _NoSpec(Exception):
+    """A type the C check does not model: its kind is left to pydantic."""
+
+
+def _spec(tp: Any, bounds: dict[str, int] | None = None) -> tuple:
+    """The spec of one annotation (see _eventcheck.c for the codes).
+
+    >>> _spec(Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=3)])
+    (7, (2, 0, None), 3)
+    """
+    bounds = dict(bounds or {})
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Annotated:
+        inner, *meta = args
+        for m in meta:
+            if isinstance(m, BeforeValidator):
+                if m.func is not _exact_version:
+                    raise _NoSpec(f"validator {m.func!r}")
+                return (_LITERAL, (SCHEMA_VERSION,))  # an int equal to 1, as _exact_version and Literal[1] ask
+            for c in getattr(m, "metadata", [m]):  # a FieldInfo holds annotated_types constraints
+                if isinstance(c, MaxLen):
+                    bounds["maxlen"] = c.max_length
+                elif isinstance(c, Ge):
+                    bounds["ge"] = int(c.ge)  # type: ignore[call-overload]  # the schema's bounds are ints
+                elif isinstance(c, Le):
+                    bounds["le"] = int(c.le)  # type: ignore[call-overload]
+                else:
+                    raise _NoSpec(f"constraint {c!r}")
+        return _spec(inner, bounds)
+    if origin in (NotRequired, Required):
+        return _spec(args[0], bounds)
+    if origin in (Union, UnionType):
+        return (_UNION, tuple(_spec(a) for a in args))
+    if origin is Literal:
+        return (_LITERAL, args)
+    if origin is list:
+        return (_LIST, _spec(args[0]), bounds.pop("maxlen", -1)) if set(bounds) <= {"maxlen"} else _no(tp, bounds)
+    if origin is dict and args[:1] == (str,) and args[1] is Any:
+        return (_DICT,)
+    if tp is Any:
+        return (_ANY,)
+    if tp is str and set(bounds) <= {"maxlen"}:
+        return (_STR, bounds.get("maxlen", -1))
+    if tp is int and set(bounds) <= {"ge", "le"}:  # beyond 64 bits the C check leaves an int to pydantic anyway
+        lo, hi = bounds.get("ge"), bounds.get("le")
+        return (_INT, None if lo is None or lo <= _INT64[0] else lo, None if hi is None or hi >= _INT64[1] else hi)
+    if not bounds and tp in (float, bool, type(None)):
+        return {float: (_FLOAT,), bool: (_BOOL,), type(None): (_NONE,)}[tp]
+    if is_typeddict(tp):
+        return _typed_spec(tp)
+    return _no(tp, bounds)
+
+
+def _no(tp: Any, bounds: dict[str, int]) -> tuple:
+    raise _NoSpec(f"{tp!r} with {bounds}")
+
+
+def _typed_spec(cls: Any) -> tuple:
+    config = getattr(cls, "__pydantic_config__", {})
+    if config.get("strict") is not True or config.get("extra") not in ("forbid", "allow"):
+        raise _NoSpec(f"{cls.__name__}: only strict models with extra forbid/allow are modelled")
+    hints = get_type_hints(cls, include_extras=True)
+    # with postponed annotations, typing cannot see NotRequired when the class is made: read it off the hints
+    optional = set(cls.__optional_keys__) | {k for k, t in hints.items() if get_origin(t) is NotRequired}
+    required = tuple(k for k, t in hints.items() if k not in optional or get_origin(t) is Required)
+    return (_TYPED, {k: _spec(t) for k, t in hints.items()}, required, int(config["extra"] == "allow"))
+
+
+def _specs() -> dict[str, tuple]:
+    out = {}
+    for kind, model in MODELS.items():
+        try:
+            out[kind] = _typed_spec(model)
+        except _NoSpec:
+            pass  # pydantic checks this kind's every event
+    return out
+
+
+#: kind -> spec of every core kind the C check models (tests/web/test_event_check.py: all of them).
+SPECS = _specs()
+try:  # compiled at install when a C compiler was there (setup.py); RTXVIZ_NO_NATIVE=1 asks for pydantic only
+    _check: Any = None if os.environ.get("RTXVIZ_NO_NATIVE") == "1" else importlib.import_module(
+        "._eventcheck", __package__).check
+except ImportError:
+    _check = None
+
+
 class EventError(ValueError):
     """An event that does not match the schema; the message says which event and what is wrong."""
 
@@ -376,26 +475,39 @@ _CHUNK = 512
 def validate_batch(objs: list[Any]) -> None:
     """Check decoded events; raise EventError naming the first bad event (its index in `objs`) and the fault.
 
-    Events of core kinds are validated together, `_CHUNK` at a time (the server's hot path).
+    The compiled check confirms the events it can (copy-free); pydantic checks the others, core kinds together
+    `_CHUNK` at a time (the server's hot path when the C module is not built).
 
     >>> validate_batch([{"v": 1, "kind": "step_end", "t": 1.0}, {"v": 1, "kind": "leaf", "t": 1.0}])
     Traceback (most recent call last):
     ...
     rtxviz.schema.EventError: event 1 (kind 'leaf'): id: Field required; shape: Field required; ...
     """
+    if _check is not None and type(objs) is list:
+        unconfirmed = _check(objs, SPECS)
+        if not unconfirmed:
+            return
+        # every other event matches its model, so the first fault among these is the batch's first
+        _validate_with_pydantic([objs[i] for i in unconfirmed], unconfirmed)
+    else:
+        _validate_with_pydantic(objs, range(len(objs)))
+
+
+def _validate_with_pydantic(objs: Sequence[Any], index: Sequence[int]) -> None:
+    """`validate_batch` by pydantic alone: `objs[i]` is event `index[i]` of the batch (for the messages)."""
     core = CORE_KINDS
     known: list
     where: Sequence[int]
     if all(type(o) is dict and type(o.get("kind")) is str and o["kind"] in core for o in objs):
-        known, where = objs, range(len(objs))  # the usual batch: only core kinds, no index to keep
+        known, where = list(objs), index  # the usual batch: only core kinds
     else:
         known, places = [], []
         for i, obj in enumerate(objs):
             if type(obj) is dict and type(obj.get("kind")) is str and obj["kind"] in core:
                 known.append(obj)
-                places.append(i)
+                places.append(index[i])
             else:
-                validate_event(obj, i)
+                validate_event(obj, index[i])
         where = places
     # a chunk at a time: pydantic's validated copies (discarded) are freed after each chunk instead of all living
     # until the batch's end, where the collector's young collections scanned and promoted them (a 13,000-event
@@ -406,8 +518,8 @@ def validate_batch(objs: list[Any]) -> None:
         except ValidationError as exc:
             first = exc.errors()[0]["loc"][0]
             errors = [e for e in exc.errors() if e["loc"][0] == first]
-            idx = where[start + int(first)]
-            raise EventError(f"event {idx} (kind {objs[idx].get('kind')!r}): "
+            obj = known[start + int(first)]
+            raise EventError(f"event {where[start + int(first)]} (kind {obj.get('kind')!r}): "
                              f"{_describe(errors, skip=2)}") from None
 
 
