@@ -47,6 +47,11 @@ class MatMul(Op):
         a_nd, b_nd = a.ndim, b.ndim
         if a_nd > 2 and b_nd == 2:
             return _folded_backward(a, b, g, need_a, need_b)
+        if a_nd == 2 and b_nd == 1:
+            # (M, K) @ (K,): dA = dC ⊗ B, dB = Aᵀ @ dC straight from the vector, without promoting it to a
+            # matrix and back (two ops fewer, which a Hessian's row loop pays in every row)
+            ga = matmul(g.unsqueeze(-1), b.reshape((1, b.shape[0]))) if need_a else None
+            return ga, (matmul(_mT(a), g) if need_b else None)
         # Promote 1-D operands to matrices as matmul does, then undo the promotion on the gradients.
         a2 = a.reshape((1, a.shape[0])) if a_nd == 1 else a
         b2 = b.reshape((b.shape[0], 1)) if b_nd == 1 else b
