@@ -35,7 +35,7 @@ def root_of(array: Any) -> Any:
 
 
 def _add(array: Any) -> int:
-    root = root_of(array)
+    root = array if array.base is None else root_of(array)  # most saved arrays own their buffer
     key = id(root)
     entry = _held.get(key)
     if entry is None:
