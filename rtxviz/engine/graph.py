@@ -334,7 +334,7 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
         node = _node_new(TapeNode)
         node.mem = None
     else:
-        node = _node_new(_ForwardCtx)
+        node = _node_new(_ForwardCtx)  # type: ignore[assignment]  # what a forward reads of a node, no more
     node.op = op
     node.attrs = attrs
     node.state = None

@@ -63,7 +63,7 @@ def modules_key(modules: tuple) -> tuple:
 def param_ids(params: Any) -> tuple | None:
     if params is None:
         return None
-    ids = []
+    ids: list[int] = []
     for p in params:  # run_cached checks its params= on every call: one loop, no enumerate or generator
         if not (isinstance(p, Variable) and p.requires_grad and p._node is None):
             raise GraphCacheError(f"params: entry {len(ids)} is not a leaf Variable that requires grad")
