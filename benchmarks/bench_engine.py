@@ -3,6 +3,7 @@ issue 21's rows as users write them: tiny_mlp_train through nn.Sequential, F.mse
 replayed from the graph cache.
 
     python benchmarks/bench_engine.py [--rounds 3] [--threads N] [--torch-python /path/to/python-with-torch]
+    RTXVIZ_BENCH_BEFORE=/tmp/before python benchmarks/bench_engine.py ...   # an older checkout, alternating
 
 Without --threads no engine's BLAS or intra-op thread count is set (what a user gets); --threads N sets it for
 all three (numpy's here before it is imported, PyTorch's and DeZero's in their workers).
@@ -193,20 +194,24 @@ WORKLOADS = {
 
 
 def report_issue21(results: dict[str, dict[str, float]]) -> None:
-    """The ratios issue 21 sets targets for, derived from the one run's medians."""
-    hand, mods = results.get("tiny_mlp_train"), results.get("tiny_mlp_train_modules")
-    replay = results.get("tiny_mlp_train_modules_replay")
-    if hand and mods:  # hand is in ms, the module rows in us
-        print(f"# module path / hand-written: {mods['ours'] / (hand['ours'] * 1e3):.2f} (target <= 1.15)")
-    if mods and replay:
-        print(f"# graph-cache replay through modules: {mods['ours'] / replay['ours']:.2f}x faster than eager "
-              "(target >= 3)")
-    for name, target in (("tiny_mlp_train_modules", 0.75), ("per_op/mul_sum_backward", 0.8)):
-        row = results.get(name)
-        if row and "dezero_ratio" in row:
-            print(f"# {name} / DeZero: {row['dezero_ratio']:.2f} (target <= {target})")
-    if mods and "ratio" in mods:
-        print(f"# tiny_mlp_train_modules / PyTorch: {mods['ratio']:.2f} (target <= 0.8)")
+    """The ratios issue 21 sets targets for, derived from the one run's medians (and, with RTXVIZ_BENCH_BEFORE,
+    the same ratios of the older checkout, from its medians in the same rounds)."""
+    for side, key in (("", "ours"), ("before: ", "before")):
+        hand, mods = results.get("tiny_mlp_train", {}), results.get("tiny_mlp_train_modules", {})
+        replay = results.get("tiny_mlp_train_modules_replay", {})
+        if key not in mods and key not in hand:
+            continue
+        if key in hand and key in mods:  # hand is in ms, the module rows in us
+            print(f"# {side}module path / hand-written: {mods[key] / (hand[key] * 1e3):.2f} (target <= 1.15)")
+        if key in mods and key in replay:
+            print(f"# {side}graph-cache replay through modules: {mods[key] / replay[key]:.2f}x faster than eager "
+                  "(target >= 3)")
+        for name, target in (("tiny_mlp_train_modules", 0.75), ("per_op/mul_sum_backward", 0.8)):
+            row = results.get(name, {})
+            if key in row and "dezero" in row:
+                print(f"# {side}{name} / DeZero: {row[key] / row['dezero']:.2f} (target <= {target})")
+        if key in mods and "torch" in mods:
+            print(f"# {side}tiny_mlp_train_modules / PyTorch: {mods[key] / mods['torch']:.2f} (target <= 0.8)")
 
 
 if __name__ == "__main__":

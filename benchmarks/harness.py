@@ -100,6 +100,31 @@ class DezeroWorker(Worker):
     engine = "dezero"
 
 
+class BeforeWorker(Worker):
+    """benchmarks/before_worker.py: the same script's rtxviz workloads from an older checkout
+    (RTXVIZ_BENCH_BEFORE), run by this Python, so before and after alternate round by round."""
+
+    engine = "before"
+
+    def __init__(self, root: str, script: str, threads: int | None = None) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "before_worker.py"), "--serve", "--root", root,
+                                      "--script", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=thread_env(threads))
+        hello = json.loads(self.proc.stdout.readline())
+        self.version = hello[self.engine]
+        self.threads = hello.get("threads", "default")
+
+
+def start_before(threads: int | None) -> BeforeWorker | None:
+    """With RTXVIZ_BENCH_BEFORE=<dir of an older checkout>, a worker timing that tree's rtxviz workloads."""
+    root = os.environ.get("RTXVIZ_BENCH_BEFORE")
+    if not root:
+        return None
+    worker = BeforeWorker(root, Path(sys.argv[0]).name, threads)
+    print(f"# before: {worker.version} (BLAS threads: {worker.threads}), alternating with this checkout")
+    return worker
+
+
 def start_torch(python: str | None, threads: int | None = None) -> TorchWorker | None:
     if not python or not Path(python).exists():
         print(f"# PyTorch side skipped: no python with torch at {python!r} (set --torch-python)")
@@ -151,7 +176,9 @@ def compare(workloads: dict[str, dict[str, Any]], argv: list[str] | None = None)
     torch = start_torch(args.torch_python, args.threads) if any(workloads[n].get("torch") for n in names) else None
     dezero = start_dezero(args.dezero_python, args.threads) if any(workloads[n].get("dezero") for n in names) \
         else None
+    before = start_before(args.threads)
     ours: dict[str, list[float]] = {n: [] for n in names}
+    old: dict[str, list[float]] = {n: [] for n in names}
     theirs: dict[str, list[float]] = {n: [] for n in names}
     peer: dict[str, list[float]] = {n: [] for n in names}
     built = {}
@@ -162,30 +189,33 @@ def compare(workloads: dict[str, dict[str, Any]], argv: list[str] | None = None)
             fn, setup = built[n][:2]
             calls = built[n][2] if len(built[n]) > 2 else 1
             ours[n] += time_samples(fn, setup, args.min_time, calls_per_sample=calls)
+            if before is not None:
+                old[n] += before.run(n, args.min_time)
             if torch is not None and workloads[n].get("torch"):
                 theirs[n] += torch.run(workloads[n]["torch"], args.min_time)
             if dezero is not None and workloads[n].get("dezero"):
                 peer[n] += dezero.run(workloads[n]["dezero"], args.min_time)
-    for worker in (torch, dezero):
+    for worker in (torch, dezero, before):
         if worker is not None:
             worker.close()
     results: dict[str, dict[str, float]] = {}
-    print(f"{'workload':34s} {'rtxviz':>12s} {'pytorch':>12s} {'ratio':>7s} {'dezero':>12s} {'ratio':>7s}")
+    print(f"{'workload':34s} {'rtxviz':>12s} {'pytorch':>12s} {'ratio':>7s} {'dezero':>12s} {'ratio':>7s}"
+          + (f" {'before':>12s} {'new/old':>7s}" if before is not None else ""))
     for n in names:
         scale, unit = (1e6, "us") if workloads[n].get("unit") == "us" else (1e3, "ms")
         o = statistics.median(ours[n]) * scale
         row = {"ours": o, "unit": unit}
         cells = []
-        for key, samples in (("torch", theirs[n]), ("dezero", peer[n])):
+        for key, samples in (("torch", theirs[n]), ("dezero", peer[n])) + ((("before", old[n]),) if before else ()):
             if samples:
                 t = statistics.median(samples) * scale
                 row[key] = t
-                row["ratio" if key == "torch" else "dezero_ratio"] = o / t
+                row[{"torch": "ratio", "dezero": "dezero_ratio", "before": "before_ratio"}[key]] = o / t
                 cells += [f"{t:10.3f}{unit}", f"{o / t:7.2f}"]
             else:
                 cells += ["-", "-"]
         results[n] = row
-        print(f"{n:34s} {o:10.3f}{unit} {cells[0]:>12s} {cells[1]:>7s} {cells[2]:>12s} {cells[3]:>7s}")
+        print(f"{n:34s} {o:10.3f}{unit} " + " ".join(f"{c:>{w}s}" for c, w in zip(cells, (12, 7) * 3, strict=False)))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return results

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import hooks as _hooks
 from . import versions as _versions
-from .device import device_of
+from .device import device_of, xp_of
 from .errors import GraphError
 from .grad_mode import STATE
 from .memory import root_of
@@ -37,8 +37,11 @@ def _initial_grad(root: Variable, grad: Any) -> Variable:
                 f"backward: grad_output can be omitted only for a one-element output; this output has shape "
                 f"{root.shape}. Pass grad_output of that shape (e.g. Tensor.ones({list(root.shape)}))"
             )
-        xp = root.xp
-        seed = root._wrap(xp.ones(root.data.shape, dtype=root.data.dtype), None)
+        data = root.data
+        if type(data) is np.ndarray and data.ndim == 0:  # the usual loss: one C call instead of numpy's ones()
+            seed = root._wrap(np.array(1, dtype=data.dtype), None)
+        else:
+            seed = root._wrap(xp_of(data).ones(data.shape, dtype=data.dtype), None)
         if _hooks.TRACING:
             _hooks.trace("seed_grad", root=root, grad=seed)
         return seed
@@ -151,22 +154,35 @@ def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool, claimed: se
     grad_output). A gradient that reads one of them is copied, so no two tensors ever share a gradient buffer
     (a rule like add's passes one gradient to both inputs; scaling one leaf's .grad in place must not scale the
     other's)."""
-    if isinstance(g.data, np.generic):
-        g = leaf._wrap(np.asarray(g.data), g._node)
-    if not create_graph and _is_broadcast_view(g.data):
-        g = leaf._wrap(g.data.copy(), None)  # a broadcast view repeats its elements: own the gradient
-    if g.data.dtype != leaf.data.dtype:
-        g = leaf._wrap(g.data.astype(leaf.data.dtype), None)
-    if leaf.grad is None:
+    data = g.data
+    if type(data) is np.ndarray:  # the usual case, tested with the fewest lookups
+        if not create_graph and not data.flags.writeable:
+            g = leaf._wrap(data.copy(), None)  # a broadcast view repeats its elements: own the gradient
+            data = g.data
+    else:
+        if isinstance(data, np.generic):
+            g = leaf._wrap(np.asarray(data), g._node)
+            data = g.data
+        if not create_graph and _is_broadcast_view(data):
+            g = leaf._wrap(data.copy(), None)
+            data = g.data
+    dtype = leaf.data.dtype
+    if data.dtype is not dtype and data.dtype != dtype:
+        g = leaf._wrap(data.astype(dtype), None)
+        data = g.data
+    if leaf._grad is None:
         if claimed is not None:
-            root = id(root_of(g.data))
+            root = id(data) if data.base is None else id(root_of(data))
             if root in claimed:
-                g = leaf._wrap(g.data.copy(), g._node)
+                g = leaf._wrap(data.copy(), g._node)
                 root = id(g.data)
             claimed.add(root)
         leaf._grad = g  # not through the setter: backward reports its accumulation as leaf_grad
     else:
-        leaf._grad = _accumulate(leaf.grad, g, create_graph)
+        leaf._grad = _accumulate(leaf._grad, g, create_graph)
+
+
+_NONE_WANTED: dict[int, int] = {}  # what a walk without `inputs` looks up in (never written)
 
 
 def run_backward(
@@ -207,9 +223,11 @@ def run_backward(
         key = id(out._node)
         grads[key] = _accumulate(grads.get(key), g0, create_graph)
 
-    wanted_nodes: dict[int, int] = {}
-    wanted_leaves: dict[int, int] = {}
+    wanted_nodes: dict[int, int] = _NONE_WANTED
+    wanted_leaves: dict[int, int] = _NONE_WANTED
+    selecting = inputs is not None
     if inputs is not None:
+        wanted_nodes, wanted_leaves = {}, {}
         for i, v in enumerate(inputs):
             if not getattr(v, "_is_var", False) or not v.requires_grad:
                 raise GraphError(f"grad: input {i} does not require grad")
@@ -244,10 +262,11 @@ def run_backward(
             if node.pre_hooks:
                 g = _run_pre_hooks(node.pre_hooks, g)
                 claimed.add(id(root_of(g.data)))  # a retained gradient, or one a hook kept
-            if inputs is not None and key in wanted_nodes:
-                results[wanted_nodes[key]] = g
-            if inputs is not None and key not in must_run:
-                continue
+            if selecting:
+                if key in wanted_nodes:
+                    results[wanted_nodes[key]] = g
+                if key not in must_run:
+                    continue
             if node.id < _versions.LAST_STAMP:  # something was written in place since this node was recorded
                 _versions.check(node)
             if node.freed:
@@ -268,13 +287,14 @@ def run_backward(
             for e, gi in zip(node.next, in_grads, strict=False):
                 if e is None or gi is None:
                     continue
+                ek = id(e)
                 if not e._is_var:  # a node
-                    ek = id(e)
-                    grads[ek] = _accumulate(grads.get(ek), gi, create_graph)
+                    prev = grads.get(ek)
+                    grads[ek] = gi if prev is None else _accumulate(prev, gi, create_graph)
                 else:
-                    entry = leaf_grads.get(id(e))
+                    entry = leaf_grads.get(ek)
                     if entry is None:
-                        leaf_grads[id(e)] = [e, gi]
+                        leaf_grads[ek] = [e, gi]
                     else:
                         entry[1] = _accumulate(entry[1], gi, create_graph)
     except Exception as exc:
@@ -292,7 +312,7 @@ def run_backward(
                 replaced = fn(g)
                 if replaced is not None:
                     g = _checked_replacement(fn, g, replaced)
-        if inputs is not None:
+        if selecting:
             idx = wanted_leaves.get(id(leaf))
             if idx is not None:
                 results[idx] = g

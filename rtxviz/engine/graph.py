@@ -278,21 +278,51 @@ def _forward_error(op: Any, inputs: Sequence[Tensor], attrs: dict, exc: Exceptio
     return ShapeError(detail)
 
 
+class _ForwardCtx:
+    """The context a forward gets when no graph is recorded for the call (grad mode off, as in a backward pass
+    without create_graph, or no input requiring grad): what forwards read and write (`attrs`, `state`), without
+    a TapeNode's other fields and its finaliser, since it is dropped as soon as the forward returns."""
+
+    __slots__ = ("op", "attrs", "state")
+
+
 def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
     """Run `op` forward on `inputs` (Tensors/Variables); record a TapeNode when a graph is wanted.
 
     The result is a Variable when any input is one (recorded when grad mode is on and an input requires
-    grad), else a plain Tensor. This is the hot path of the engine: keep it lean.
+    grad), else a plain Tensor. This is the hot path of the engine: keep it lean (the one- and two-input cases,
+    nearly every op, are unrolled: a loop or a comprehension costs about 100 ns more per op).
     """
-    if len(inputs) > 1:
+    n_in = len(inputs)
+    if n_in == 2:
+        t, u = inputs
+        a, b = t.data, u.data
+        if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype is not b.dtype:
+            _check_compatible(op, inputs)  # the slow path: it may also turn numpy scalars into arrays
+            a, b = t.data, u.data
+        is_var = t._is_var or u._is_var
+        wants_grad = t.requires_grad or u.requires_grad
+    elif n_in == 1:
+        t = inputs[0]
+        a = t.data
+        is_var = t._is_var
+        wants_grad = t.requires_grad
+    else:
         first = inputs[0].data
         ftype, fdtype = type(first), first.dtype
-        for t in inputs:
-            d = t.data
+        for v in inputs:
+            d = v.data
             if d.dtype is not fdtype or type(d) is not ftype:
                 _check_compatible(op, inputs)
         if ftype is not np.ndarray:
             _check_compatible(op, inputs)
+        is_var = wants_grad = False
+        for v in inputs:
+            if v._is_var:
+                is_var = True
+                if v.requires_grad:
+                    wants_grad = True
+    record = wants_grad and STATE.enabled
     hooks = _hooks.ACTIVE
     forward = op.forward
     if hooks:
@@ -300,25 +330,27 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
             h.forward_preprocess(op, inputs, attrs)
         if _hooks.OVERRIDING:  # a hook replaces this call's forward (checkpointing's SELECTIVE strategy)
             forward = _hooks.forward_for(op, inputs, attrs, forward)
-    node = _node_new(TapeNode)
+    if record:
+        node = _node_new(TapeNode)
+        node.mem = None
+    else:
+        node = _node_new(_ForwardCtx)  # type: ignore[assignment]  # what a forward reads of a node, no more
     node.op = op
     node.attrs = attrs
     node.state = None
-    node.mem = None
     try:
-        out = forward(node, *[t.data for t in inputs])
+        if n_in == 2:
+            out = forward(node, a, b)
+        elif n_in == 1:
+            out = forward(node, a)
+        else:
+            out = forward(node, *[v.data for v in inputs])
     except RtxvizError:
         raise
     except (ValueError, TypeError, IndexError) as exc:
         raise _forward_error(op, inputs, attrs, exc) from None
     if type(out) is not np.ndarray:
         out = as_array(out, inputs[0].data)
-    is_var = wants_grad = False
-    for t in inputs:
-        if t._is_var:
-            is_var = True
-            if t.requires_grad:
-                wants_grad = True
     if not is_var:
         result = _tensor_new(Tensor)
         result.data = out
@@ -330,20 +362,16 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
         result.name = None
         result._retains_grad = False
         result._hooks = None
-        if wants_grad and STATE.enabled:
-            # Per input: its node, the leaf itself when it requires grad, else None. Unrolled for the one- and
-            # two-input ops (nearly all of them): a comprehension costs about 100 ns more per op.
-            n_in = len(inputs)
+        if record:
+            # Per input: its node, the leaf itself when it requires grad, else None.
             if n_in == 2:
-                t, u = inputs
                 node.next = (t._node if t._node is not None else (t if t.requires_grad else None),
                              u._node if u._node is not None else (u if u.requires_grad else None))
             elif n_in == 1:
-                t = inputs[0]
                 node.next = (t._node if t._node is not None else (t if t.requires_grad else None),)
             else:
-                node.next = tuple([t._node if t._node is not None else (t if t.requires_grad else None)
-                                   for t in inputs])
+                node.next = tuple([v._node if v._node is not None else (v if v.requires_grad else None)
+                                   for v in inputs])
             if op.save_inputs:
                 node.inputs = inputs
                 node.out_data = out if op.save_output else None

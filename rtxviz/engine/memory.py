@@ -35,7 +35,7 @@ def root_of(array: Any) -> Any:
 
 
 def _add(array: Any) -> int:
-    root = root_of(array)
+    root = array if array.base is None else root_of(array)  # most saved arrays own their buffer
     key = id(root)
     entry = _held.get(key)
     if entry is None:
@@ -93,9 +93,18 @@ def track_state(state: Any, keys: tuple[int, ...] | None) -> tuple[int, ...] | N
     a tuple/list holding arrays one level deep; anything else is ignored. Returns `keys` extended."""
     cls = state.__class__
     if cls is tuple or cls is list:
-        new = tuple([_add(s) for s in state if _is_array(s)])
-        if not new:
+        found = None
+        for s in state:
+            c = s.__class__
+            if c is int or c is tuple:  # a shape or a size, the usual state: no lookups
+                continue
+            if c is np.ndarray or _is_array(s):
+                if found is None:
+                    found = []
+                found.append(_add(s))
+        if found is None:
             return keys
+        new = tuple(found)
     elif _is_array(state):
         new = (_add(state),)
     else:

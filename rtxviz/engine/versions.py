@@ -86,6 +86,31 @@ def bump(array: Any, site: str = "") -> None:
     LAST_STAMP = stamp
 
 
+def bump_all(arrays: list, site: str = "") -> None:
+    """`bump` for buffers written together, with no op recorded between the writes (an optimizer's step): one
+    stamp for all of them, since a stamp only has to sort after the nodes recorded before the writes and before
+    those recorded after; each buffer's version still counts its own writes."""
+    global LAST_STAMP
+    if not arrays:
+        return
+    stamp = next_stamp()
+    buffers = _BUFFERS
+    for array in arrays:
+        root = array if array.base is None else root_of(array)
+        key = id(root)
+        e = buffers.get(key)
+        if e is None or e.ref() is not root:
+            try:
+                ref = weakref.ref(root, functools.partial(_forget, key))
+            except TypeError:  # a buffer that takes no weak references (a numpy scalar): nothing can save it
+                continue
+            e = buffers[key] = _Writes(ref)
+        e.version += 1
+        e.stamps.append(stamp)
+        e.site = site
+    LAST_STAMP = stamp
+
+
 def version(array: Any) -> int:
     """How many times `array`'s buffer was written in place (through the public API)."""
     e = _entry(array)

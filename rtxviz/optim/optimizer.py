@@ -67,6 +67,11 @@ class Optimizer:
     # -- the loop ------------------------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients of every parameter (to None by default, as PyTorch)."""
+        if set_to_none and not _hooks.TRACING:  # the usual call: the slot itself, not the reporting setter
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p._grad = None
+            return
         for group in self.param_groups:
             for p in group["params"]:
                 if set_to_none or p.grad is None:

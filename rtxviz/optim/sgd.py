@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from ..engine import versions as _versions
 from ..engine.device import xp_of
 from .optimizer import Optimizer, ends_with_add_update
@@ -43,30 +45,48 @@ class SGD(Optimizer):
         # a tenth of a replayed training step). The same two IEEE operations as `_update`, so the parameters are
         # bit for bit the same; a watched step, a subclass's own `_update` and any other group take the
         # general path.
-        if updates is not None or type(self)._update is not SGD._update or not all(
-                g["momentum"] == 0 and g["weight_decay"] == 0 and not g["maximize"] for g in self.param_groups):
+        if updates is not None or type(self)._update is not SGD._update or not self._plain():
             super()._step(updates)
             return
-        site = self._site
-        states, scratches, bump = self.state, self._scratch, _versions.bump
-        for group in self.param_groups:
-            step = -group["lr"]
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                key = id(p)
-                if key not in states:
-                    states[key] = {}
-                data, grad = p.data, g.data
-                if grad.dtype != data.dtype:
-                    grad = grad.astype(data.dtype)
-                scratch = scratches.get(key)
-                if scratch is None or scratch.shape != data.shape or scratch.dtype != data.dtype:
-                    scratch = scratches[key] = xp_of(data).empty_like(data)
-                xp_of(data).multiply(grad, step, out=scratch)
-                data += scratch
-                bump(data, site)  # a graph that saved this parameter must not use it now
+        states, scratches = self.state, self._scratch
+        written: list = []  # bumped together at the end (one stamp), also when a step fails half-way
+        try:
+            for group in self.param_groups:
+                step = -group["lr"]
+                # numpy's ufuncs take a 0-d array of the parameter's dtype for about half of what a Python float
+                # costs them; the float rounds to that dtype either way, so the product is the same
+                steps: dict = {}
+                for p in group["params"]:
+                    g = p._grad  # the slot: `p.grad` is a property
+                    if g is None:
+                        continue
+                    key = id(p)
+                    if key not in states:
+                        states[key] = {}
+                    data, grad = p.data, g.data
+                    if grad.dtype is not data.dtype and grad.dtype != data.dtype:
+                        grad = grad.astype(data.dtype)
+                    scratch = scratches.get(key)
+                    if scratch is None or scratch.shape != data.shape or scratch.dtype != data.dtype:
+                        scratch = scratches[key] = xp_of(data).empty_like(data)
+                    if type(data) is np.ndarray:
+                        factor = steps.get(data.dtype)
+                        if factor is None:
+                            factor = steps[data.dtype] = np.array(step, dtype=data.dtype)
+                        np.multiply(grad, factor, out=scratch)
+                    else:
+                        xp_of(data).multiply(grad, step, out=scratch)
+                    data += scratch
+                    written.append(data)
+        finally:
+            _versions.bump_all(written, self._site)  # a graph that saved these parameters must not use them now
+
+    def _plain(self) -> bool:
+        """No group uses momentum, weight decay or maximize: the one-loop update applies."""
+        for g in self.param_groups:
+            if g["momentum"] != 0 or g["weight_decay"] != 0 or g["maximize"]:
+                return False
+        return True
 
     @ends_with_add_update
     def _update(self, param: Any, grad: Any, state: dict[str, Any], group: dict[str, Any]) -> Any:

@@ -51,6 +51,10 @@ class _Cache:
         keys = self.by_base.get(base)
         if not keys:
             return None, None
+        graph = self.graphs[keys[-1]]  # the most recent variant, nearly always the one: no copy of the list
+        if graph._modules_changed() is None:
+            self.graphs.move_to_end(graph.key)
+            return graph, None
         why = None
         for key in reversed(list(keys)):
             graph = self.graphs[key]

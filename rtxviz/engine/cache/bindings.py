@@ -27,7 +27,8 @@ def signature_of(t: Any) -> tuple:
     """One input's signature: shape, dtype, device, and what kind of value it is (Tensor, leaf Variable)."""
     d = t.data
     kind = "var" if t._is_var and t.requires_grad else ("const_var" if t._is_var else "tensor")
-    return (tuple(d.shape), d.dtype, str(device_of(d)), kind)
+    # every call of run_cached computes this per input: numpy's device without building a Device to name it
+    return (tuple(d.shape), d.dtype, "cpu" if type(d) is np.ndarray else str(device_of(d)), kind)
 
 
 def checksum(a: Any) -> Any:
@@ -62,8 +63,9 @@ def modules_key(modules: tuple) -> tuple:
 def param_ids(params: Any) -> tuple | None:
     if params is None:
         return None
-    ps = tuple(params)
-    for i, p in enumerate(ps):
+    ids: list[int] = []
+    for p in params:  # run_cached checks its params= on every call: one loop, no enumerate or generator
         if not (isinstance(p, Variable) and p.requires_grad and p._node is None):
-            raise GraphCacheError(f"params: entry {i} is not a leaf Variable that requires grad")
-    return tuple(id(p) for p in ps)
+            raise GraphCacheError(f"params: entry {len(ids)} is not a leaf Variable that requires grad")
+        ids.append(id(p))
+    return tuple(ids)

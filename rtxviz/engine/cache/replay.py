@@ -188,6 +188,8 @@ class CachedGraph:
 
 
 def active_hook_ids() -> tuple:
+    if not _hooks.ACTIVE:
+        return ()
     return tuple(id(h) for h in _hooks.ACTIVE)
 
 

@@ -17,6 +17,7 @@ from ..tensor import Tensor, as_tensor_like
 from ._base import Example, binary, constant, implements, tensor_method
 from .arithmetic import add, mul, mul_scalar, neg
 from .broadcast import batched_sum_to, sum_to
+from .reduction import Sum
 
 
 class MatMul(Op):
@@ -47,6 +48,11 @@ class MatMul(Op):
         a_nd, b_nd = a.ndim, b.ndim
         if a_nd > 2 and b_nd == 2:
             return _folded_backward(a, b, g, need_a, need_b)
+        if a_nd == 2 and b_nd == 1:
+            # (M, K) @ (K,): dA = dC ⊗ B, dB = Aᵀ @ dC straight from the vector, without promoting it to a
+            # matrix and back (two ops fewer, which a Hessian's row loop pays in every row)
+            ga = matmul(g.unsqueeze(-1), b.reshape((1, b.shape[0]))) if need_a else None
+            return ga, (matmul(_mT(a), g) if need_b else None)
         # Promote 1-D operands to matrices as matmul does, then undo the promotion on the gradients.
         a2 = a.reshape((1, a.shape[0])) if a_nd == 1 else a
         b2 = b.reshape((b.shape[0], 1)) if b_nd == 1 else b
@@ -143,16 +149,16 @@ class Linear(Op):
     def backward(ctx: Any, g: Any) -> tuple:
         x, w = ctx.saved_inputs[0], ctx.saved_inputs[1]
         nxt = ctx.next
-        gx = g.matmul(w) if nxt[0] is not None else None
+        gx = apply(MatMul, (g, w)) if nxt[0] is not None else None
         gw = gb = None
         need_b = len(nxt) > 2 and nxt[2] is not None
         if nxt[1] is not None or need_b:
             g2 = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
             if nxt[1] is not None:
                 x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
-                gw = g2.transpose(0, 1).matmul(x2)
+                gw = apply(LinearWeightGrad, (g2, x2))
             if need_b:
-                gb = g2.sum(0)
+                gb = apply(Sum, (g2,), _ROWS)
         return (gx, gw, gb)[: len(nxt)]
 
     @staticmethod
@@ -165,6 +171,43 @@ class Linear(Op):
         gw = g3.swapaxes(1, 2) @ x.reshape((-1, x.shape[-1])) if nxt[1] is not None else None
         gb = g3.sum(axis=1) if len(nxt) > 2 and nxt[2] is not None else None
         return (gx, gw, gb)[: len(nxt)]
+
+
+_ROWS = {"dims": (0,), "keepdim": False}  # the bias gradient: a sum over the rows of dY
+
+
+class LinearWeightGrad(Op):
+    """Linear's weight gradient dW = dYᵀ @ X (dY [n, out], X [n, in]) as one op: the same product numpy runs for
+    transpose + matmul (a GEMM reading dY transposed), one node fewer per layer. Its own backward is written in
+    ops (linear and matmul), so higher derivatives flow through both operands."""
+
+    name = "linear_weight_grad"
+    kind = "gradient"
+    rule = "dG = X @ dZᵀ, dX = G @ dZ  (Z = Gᵀ @ X)"
+    save_inputs = True
+    examples = (Example(lambda g, x: apply(LinearWeightGrad, (g, x)), ((3, 2), (3, 4))),
+                Example(lambda g, x: apply(LinearWeightGrad, (g, x)), ((1, 5), (1, 1))))
+
+    @staticmethod
+    def forward(ctx: Any, g: Any, x: Any) -> Any:
+        if g.ndim != 2 or x.ndim != 2 or g.shape[0] != x.shape[0]:
+            raise ShapeError(f"linear_weight_grad: expected dY [n, out] and X [n, in], got shapes {g.shape} and "
+                             f"{x.shape}")
+        return g.T @ x
+
+    @staticmethod
+    def backward(ctx: Any, h: Any) -> tuple:
+        g, x = ctx.saved_inputs
+        nxt = ctx.next
+        return (apply(Linear, (x, h)) if nxt[0] is not None else None,
+                apply(MatMul, (g, h)) if nxt[1] is not None else None)
+
+    @staticmethod
+    def batched(ctx: Any, h: Any) -> tuple:
+        g, x = (t.data for t in ctx.saved_inputs)
+        nxt = ctx.next
+        return (x @ h.swapaxes(-1, -2) if nxt[0] is not None else None,
+                g @ h if nxt[1] is not None else None)
 
 
 @tensor_method("linear")

@@ -18,7 +18,7 @@ from ..graph import Op, apply
 from ..tensor import Tensor
 from ._base import Example, first_grad, implements, norm_dim, norm_dims, tensor_method
 from .arithmetic import add, div, mask_mul, maximum, minimum, mul, mul_scalar, pow_scalar, sub
-from .broadcast import batched_expand, expand, sum_to
+from .broadcast import batched_expand, expand, expand_to, sum_to
 from .unary import abs as _abs
 from .unary import exp
 
@@ -50,13 +50,19 @@ class Sum(Op):
     @staticmethod
     def forward(ctx: Any, x: Any) -> Any:
         ctx.state = x.shape
+        if type(x) is np.ndarray:  # what ndarray.sum calls, without numpy's Python wrapper in between
+            return _add_reduce(x, ctx.attrs["dims"], keepdims=ctx.attrs["keepdim"])
         return x.sum(axis=ctx.attrs["dims"], keepdims=ctx.attrs["keepdim"])
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
         in_shape = ctx.state
-        g = _restore_dims(g, in_shape, ctx.attrs["dims"], ctx.attrs["keepdim"])
-        return (expand(g, in_shape),)
+        attrs = ctx.attrs
+        if attrs["dims"] is not None or attrs["keepdim"]:
+            g = _restore_dims(g, in_shape, attrs["dims"], attrs["keepdim"])
+        # else the gradient of a sum over everything is 0-d and broadcasts to the input's shape as it is: one op
+        # (expand) instead of a reshape to all-ones dims and an expand
+        return (expand_to(g, in_shape),)
 
     @staticmethod
     def batched(ctx: Any, g: Any) -> tuple:
@@ -64,6 +70,7 @@ class Sum(Op):
 
 
 _ALL_DIMS = {"dims": None, "keepdim": False}
+_add_reduce = np.add.reduce
 
 
 @tensor_method("sum")
@@ -99,7 +106,7 @@ class Mean(Op):
             if dims is None or i in dims:
                 count *= s
         g = _restore_dims(g, in_shape, dims, ctx.attrs["keepdim"])
-        return (expand(g.mul_scalar(1.0 / count), in_shape),)
+        return (expand_to(g.mul_scalar(1.0 / count), in_shape),)
 
     @staticmethod
     def batched(ctx: Any, g: Any) -> tuple:
