@@ -571,25 +571,14 @@ export class GraphView {
     if (n?.recomputed) flags.push("recomputed");
     if (n?.segment) flags.push("checkpointed");
     if (this.replayed) flags.push("replayed");
+    // a value that went NaN/Inf in forward (no gradient came: detect_anomaly stopped the run)
+    const forwardBad = !!n?.anomaly && gc === "none";
     const cls = `vnode kind-${kind} grad-${gc}${it.ghost ? " ghost" : ""}${this.selected === it.vid ? " selected" : ""}` +
       `${this.focus === it.vid ? " focus" : ""}${flags.map((f) => " " + f).join("")}`;
-    const title = n ? nodeTitle(n) : it.label;
     const numel = n ? n.shape.reduce((a, b) => a * b, 1) : Infinity;
     const numbers = !!n && numel <= this.numbersUpTo;
-    const data = numbers && n.values && n.values.length === numel ? `data ${numbersText(n.values)}` : null;
-    const gvals = numbers && grad?.values && grad.values.length === numel ? `grad ${numbersText(grad.values)}` : null;
-    const sub = n ? data ?? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
-    // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
-    // a group flags how many of its members are in its worst class
-    const word = GRAD_CLASSES[gc].word;
-    // a value that went NaN/Inf in forward (no gradient came: detect_anomaly stopped the run) says so too
-    const forwardBad = !!n?.anomaly && gc === "none";
-    const badge = n?.error ? "error" : forwardBad ? GRAD_CLASSES.nonfinite.word : gvals && (gc === "ok" || gc === "zero") ? gvals :
-      gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
     const colour = gradColor(grad);
-    const badgeColour = n?.error ? ERROR_COLOUR : forwardBad ? GRAD_CLASSES.nonfinite.colour : colour;
     const saved = this.savedBytesOf && (it.type !== "node" || n?.kind === "op") ? this.savedBytesOf(it) : null;
-    const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}|${saved}`;
     const posKey = `${p.x},${p.y}`;
     const rx = n && n.kind !== "op" ? 20 : 6;
     let el = this.nodes.get(it.vid);
@@ -605,6 +594,25 @@ export class GraphView {
       el._pos = posKey;
     }
     const detail = this.wantsDetail(p);
+    // an outline (no labels built, none wanted) shows only its class, colour, group count and saved badge: its
+    // signature leaves the label texts out, so they are not formatted for thousands of far-out nodes (they are
+    // when the node is drawn with its labels: detail, a different signature)
+    const outline = !detail && !el._detail;
+    let title = "", sub = "", badge: string | null = null;
+    if (!outline) {
+      title = n ? nodeTitle(n) : it.label;
+      const data = numbers && n.values && n.values.length === numel ? `data ${numbersText(n.values)}` : null;
+      const gvals = numbers && grad?.values && grad.values.length === numel ? `grad ${numbersText(grad.values)}` : null;
+      sub = n ? data ?? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
+      // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
+      // a group flags how many of its members are in its worst class
+      const word = GRAD_CLASSES[gc].word;
+      // a value that went NaN/Inf in forward (no gradient came: detect_anomaly stopped the run) says so too
+      badge = n?.error ? "error" : forwardBad ? GRAD_CLASSES.nonfinite.word : gvals && (gc === "ok" || gc === "zero") ? gvals :
+        gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
+    }
+    const group = it.type === "node" ? "" : computed;
+    const sig = outline ? `o|${cls}|${colour}|${numbers}|${group}|${saved}` : `${cls}|${title}|${sub}|${badge}|${colour}|${group}|${saved}`;
     // a node drawn with its labels keeps them when the view goes far or away (style.css hides them far out)
     if (el._sig === sig && (el._detail || !detail)) return;
     el._sig = sig;
@@ -622,6 +630,7 @@ export class GraphView {
       at.numbers = numbers;
     }
     const bc = n?.error ? "error" : forwardBad ? "nonfinite" : gc;
+    const badgeColour = n?.error ? ERROR_COLOUR : forwardBad ? GRAD_CLASSES.nonfinite.colour : colour;
     // the labels, tooltip and badge only when they are built (detail): an outline needs none of their text
     drawNodeParts(el, {
       rx, stroke: colour, strokeWidth: gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
