@@ -1,6 +1,7 @@
-// The frame loop: events queue up as they arrive and are applied once per animation frame, then what changed is
-// drawn. While a recorded run's stored events are still arriving (up to the hello's last seq) drawing waits, at
-// most a second at a time.
+// The frame loop: events are applied to the run's state as they arrive (in the message's own task, not in the
+// next animation frame), and once per animation frame what changed is drawn; a batch of thousands of events (a
+// burst, a recorded run's stored events) is drawn at once, without waiting for that frame. While a recorded run's
+// stored events are still arriving (up to the hello's last seq) drawing waits, at most a second at a time.
 import type { RunEvent } from "./generated/events";
 import type { Metrics } from "./metrics";
 import type { RunModel } from "./state";
@@ -14,10 +15,16 @@ export interface FrameHooks {
   draw(): void;
 }
 
+/** A batch of at least this many events is drawn as soon as it is applied (see push). */
+export const DRAW_NOW_EVENTS = 2000;
+
 export class Frames {
   /** The stream's last seq when it opened: the stored events before it are drawn once they are all in. */
   replayUntil = 0;
+  /** Events that came while no run was open yet: applied in the next frame that has one. */
   private pending: RunEvent[] = [];
+  /** Events applied and not yet drawn (the next frame draws them and records their latency). */
+  private applied: RunEvent[] = [];
   private queued = false;
   private lastDraw = 0;
 
@@ -26,11 +33,24 @@ export class Frames {
   /** A new run: what was queued for the old one is dropped. */
   reset(): void {
     this.pending = [];
+    this.applied = [];
   }
 
   push(evs: RunEvent[]): void {
-    for (const ev of evs) this.pending.push(ev);
-    this.queue();
+    const model = this.hooks.model();
+    try {
+      if (model) {
+        for (const ev of evs) {
+          model.apply(ev);
+          this.applied.push(ev);
+        }
+      } else for (const ev of evs) this.pending.push(ev);
+    } finally {
+      // what was applied is drawn even if an event could not be; a batch this big is drawn now, in the
+      // message's own task: waiting for the next animation frame (measured 16-30 ms after a 13,000-event
+      // message's parse and apply) only delays it, since no other message can join it before that frame
+      if (this.applied.length >= DRAW_NOW_EVENTS) this.frame(); else this.queue();
+    }
   }
 
   queue(): void {
@@ -43,14 +63,13 @@ export class Frames {
     this.queued = false;
     const model = this.hooks.model();
     if (!model) return;
-    const batch = this.pending;
+    for (const ev of this.pending) { model.apply(ev); this.applied.push(ev); }
     this.pending = [];
+    const batch = this.applied;
+    this.applied = [];
     const metrics = this.metrics;
     let maxSeq = metrics.drawnSeq;
-    for (const ev of batch) {
-      model.apply(ev);
-      if (typeof ev.seq === "number" && ev.seq > maxSeq) maxSeq = ev.seq;
-    }
+    for (const ev of batch) if (typeof ev.seq === "number" && ev.seq > maxSeq) maxSeq = ev.seq;
     this.hooks.follow();
     const catchingUp = model.lastSeq < this.replayUntil && performance.now() - this.lastDraw < 1000;
     if ((batch.length || this.hooks.dirty()) && !catchingUp) {

@@ -62,10 +62,12 @@ function parentOf(path: string): string | null {
 
 /** The group tree of a set of nodes (each node counts toward every prefix of its group path). */
 export function buildGroups(nodes: Iterable<GNode>): Map<string, GroupInfo> {
+  return groupTree(nodes).groups;
+}
+
+/** buildGroups, and how many of the nodes have no group (drawn at the top level). */
+function groupTree(nodes: Iterable<GNode>): { groups: Map<string, GroupInfo>; topLevel: number } {
   const groups = new Map<string, GroupInfo>();
-  // per group, how many of each op it holds: its signature sorts the distinct ops (a few dozen), not every
-  // node's (the root holds them all: thousands of strings sorted on every draw of a big graph)
-  const ops = new Map<string, Map<string, number>>();
   const get = (path: string): GroupInfo => {
     let g = groups.get(path);
     if (!g) {
@@ -76,24 +78,40 @@ export function buildGroups(nodes: Iterable<GNode>): Map<string, GroupInfo> {
     }
     return g;
   };
+  // per group, how many of each op it holds directly (its signature sorts the distinct ops, a few dozen, not
+  // every node's); added up the tree once at the end, so a node costs one count, not one per ancestor
+  const direct = new Map<GroupInfo, Map<string, number>>();
+  let topLevel = 0;
+  // nodes come in recording order, so runs of them share a module: the last group looked up is reused
+  let lastPath: string | null = null;
+  let last: GroupInfo | null = null;
+  let lastOps: Map<string, number> | null = null;
   for (const n of nodes) {
-    if (!n.group) continue;
-    let g: GInfoOrNull = get(n.group);
-    g.direct++;
-    const rel = n.op;
-    while (g) {
-      g.size++;
-      let counts = ops.get(g.path);
-      if (!counts) ops.set(g.path, (counts = new Map()));
-      counts.set(rel, (counts.get(rel) ?? 0) + 1);
-      g = g.parent !== null ? groups.get(g.parent)! : null;
+    if (!n.group) { topLevel++; continue; }
+    if (n.group !== lastPath || !last || !lastOps) {
+      lastPath = n.group;
+      last = get(n.group);
+      lastOps = direct.get(last) ?? null;
+      if (!lastOps) direct.set(last, (lastOps = new Map()));
+    }
+    last.direct++;
+    lastOps.set(n.op, (lastOps.get(n.op) ?? 0) + 1);
+  }
+  const ops = new Map<GroupInfo, Map<string, number>>();
+  for (const [g0, counts] of direct) {
+    let here = 0;
+    for (const k of counts.values()) here += k;
+    for (let g: GInfoOrNull = g0; g; g = g.parent !== null ? groups.get(g.parent)! : null) {
+      g.size += here;
+      let to = ops.get(g);
+      if (!to) ops.set(g, (to = new Map()));
+      for (const [op, k] of counts) to.set(op, (to.get(op) ?? 0) + k);
     }
   }
-  for (const [path, counts] of ops) {
-    const g = groups.get(path)!;
+  for (const [g, counts] of ops) {
     g.sig = `${g.size}:${[...counts].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([op, k]) => `${op}*${k}`).join(",")}`;
   }
-  return groups;
+  return { groups, topLevel };
 }
 type GInfoOrNull = GroupInfo | null;
 
@@ -196,13 +214,12 @@ const groupLabel = (path: string): string => path;
 
 /** The visible graph of `g` (plus, greyed, the previous step's nodes not yet seen again). */
 export function computeVisible(g: StepGraph, choices: ViewChoices, ghost?: StepGraph | null): Visible {
-  const nodes: { n: GNode; ghost: boolean }[] = [];
-  for (const n of g.nodes.values()) nodes.push({ n, ghost: false });
-  if (ghost) for (const n of ghost.nodes.values()) if (!g.nodes.has(n.key)) nodes.push({ n, ghost: true });
-  const all = nodes.map((x) => x.n);
-  const groups = buildGroups(all);
+  // the step's nodes, then (greyed) the previous step's not yet seen again: those from index `seenHere` on
+  const all: GNode[] = [...g.nodes.values()];
+  const seenHere = all.length;
+  if (ghost) for (const n of ghost.nodes.values()) if (!g.nodes.has(n.key)) all.push(n);
+  const { groups, topLevel } = groupTree(all);
   const folds = findFolds(groups);
-  const topLevel = all.filter((n) => !n.group).length;
   const foldById = new Map<string, { n: number; range: [number, number]; parent: string }>();
   for (const [path, f] of folds) foldById.set(f.id, { n: f.n, range: f.range, parent: parentOf(path) ?? "" });
   const { collapsed, folded } = planCollapse(groups, folds, topLevel, all.length, choices);
@@ -223,8 +240,12 @@ export function computeVisible(g: StepGraph, choices: ViewChoices, ghost?: StepG
   const items = new Map<string, VItem>();
   const repOf = new Map<string, string>();
   let order = 0;
-  for (const { n, ghost: gh } of nodes) {
-    const r = n.group ? repOfGroup(n.group) : null;
+  let lastGroup: string | null = null;
+  let lastRep: string | null = null;
+  for (let i = 0; i < all.length; i++) {
+    const n = all[i], gh = i >= seenHere;
+    if (n.group && n.group !== lastGroup) { lastGroup = n.group; lastRep = repOfGroup(n.group); }
+    const r = n.group ? lastRep : null;
     const vid = r ?? n.key;
     repOf.set(n.key, vid);
     let it = items.get(vid);
@@ -258,12 +279,14 @@ export function computeVisible(g: StepGraph, choices: ViewChoices, ghost?: StepG
     }
   }
   const edgeMap = new Map<string, VEdge>();
-  for (const { n, ghost: gh } of nodes) {
+  for (let j = 0; j < all.length; j++) {
+    const n = all[j], gh = j >= seenHere;
     const to = repOf.get(n.key)!;
-    n.inputs.forEach((src, i) => {
-      if (!src) return;
+    for (let i = 0; i < n.inputs.length; i++) {
+      const src = n.inputs[i];
+      if (!src) continue;
       const from = repOf.get(src);
-      if (!from || from === to) return;
+      if (!from || from === to) continue;
       const id = `${from}\u0000${to}`;
       const grad = n.inGrads ? n.inGrads[i] ?? null : null;
       let e = edgeMap.get(id);
@@ -274,7 +297,7 @@ export function computeVisible(g: StepGraph, choices: ViewChoices, ghost?: StepG
       if (!gh) e.ghost = false;
       if (!n.recomputed) e.recompute = false;
       e.count++;
-    });
+    }
   }
   return { items, edges: [...edgeMap.values()], total: g.nodes.size, groups, rep: repOf };
 }

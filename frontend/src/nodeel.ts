@@ -33,25 +33,62 @@ interface Parts {
   count?: SVGTextElement;
 }
 
-export interface PartsHolder extends SVGGElement { _parts?: Parts }
 
-let nodeTemplate: SVGGElement | null = null;
+/** What a new node element shares with many others (finitely many values each): the node's own attributes that
+ * say its kind and gradient class, and its outline's corner radius and dash. */
+export interface NodeLook {
+  cls: string;
+  gradClass: string;
+  kind: string;
+  numbers: boolean;
+  rx: number;
+  dashed: boolean;
+  group: boolean;
+  recomputed: boolean;
+}
 
-/** A new node element for visible id `vid`, with its outline: a clone of one template (the browser copies the
- * element and its fixed attributes in one call, where building them cost a call per attribute). */
-export function newNodeEl(vid: string): PartsHolder {
-  if (!nodeTemplate) {
-    nodeTemplate = s("g", {});
-    nodeTemplate.append(s("rect", { class: "body", width: NODE_W, height: NODE_H }));
+/** The attributes of the node's own element as last written (drawNode skips a write that changes nothing). */
+export interface NodeAttrs { cls: string; gradClass: string; kind: string; numbers: boolean }
+
+export interface PartsHolder extends SVGGElement { _parts?: Parts; _attrs?: NodeAttrs }
+
+/** One template per look: a new node is a deep clone of its look's template, its class, data attributes, outline
+ * and (for a group or a recomputed node) its stack or ring already in place, so that only what is the node's own
+ * (its id, key, position, gradient colour and width) is written per node: "expand all" of 2,500 nodes made ~10
+ * attribute calls per node before, most of them writing what every node of its kind writes. */
+const templates = new Map<string, PartsHolder>();
+const TEMPLATES_MAX = 256; // looks combine kinds, classes and flags: a few dozen in practice
+
+const partsKey = (group: boolean, recomputed: boolean, detail: boolean, badge: boolean, count: boolean): string =>
+  `${group}|${recomputed}|${detail}|${badge}|${count}`;
+
+/** A new node element for visible id `vid`, drawn as `look`'s outline (drawNodeParts writes the rest). */
+export function newNodeEl(vid: string, look: NodeLook): PartsHolder {
+  const key = `${look.cls}|${look.gradClass}|${look.kind}|${look.numbers}|${look.rx}|${look.dashed}|${look.group}|${look.recomputed}`;
+  let t = templates.get(key);
+  if (!t) {
+    if (templates.size >= TEMPLATES_MAX) templates.clear();
+    t = s("g", { class: look.cls, "data-grad-class": look.gradClass, "data-kind": look.kind, "data-numbers": look.numbers ? "1" : null });
+    const body = s("rect", { class: "body", width: NODE_W, height: NODE_H, rx: look.rx, "stroke-dasharray": look.dashed ? DASH : null });
+    t.append(body);
+    addFixedParts(t, look.group, look.recomputed);
+    const last = new Map<string, string | null>([["rx", String(look.rx)], ["dash", look.dashed ? DASH : null]]);
+    t._parts = { key: partsKey(look.group, look.recomputed, false, false, false), last, body };
+    t._attrs = { cls: look.cls, gradClass: look.gradClass, kind: look.kind, numbers: look.numbers };
+    templates.set(key, t);
   }
-  const el = nodeTemplate.cloneNode(true) as PartsHolder;
+  const el = t.cloneNode(true) as PartsHolder;
+  el._parts = { key: t._parts!.key, last: new Map(t._parts!.last), body: el.firstElementChild as SVGRectElement };
+  el._attrs = { ...t._attrs! };
   el.setAttribute("data-vid", vid);
   return el;
 }
 
+const DASH = "5 4";
+
 /** Draw `spec` into the node element `el`: its outline always, its labels, tooltip and badge when `detail`. */
 export function drawNodeParts(el: PartsHolder, spec: NodeSpec, detail: boolean): void {
-  const key = `${spec.group}|${spec.recomputed}|${detail}|${detail && spec.badge !== null}|${detail && spec.count !== null}`;
+  const key = partsKey(spec.group, spec.recomputed, detail, detail && spec.badge !== null, detail && spec.count !== null);
   let p = el._parts;
   if (!p || p.key !== key) p = el._parts = build(el, spec, detail, key);
   const attr = (k: string, e: Element, name: string, v: string | null): void => {
@@ -67,7 +104,7 @@ export function drawNodeParts(el: PartsHolder, spec: NodeSpec, detail: boolean):
   attr("rx", p.body, "rx", String(spec.rx));
   attr("stroke", p.body, "stroke", spec.stroke);
   attr("sw", p.body, "stroke-width", String(spec.strokeWidth));
-  attr("dash", p.body, "stroke-dasharray", spec.dashed ? "5 4" : null);
+  attr("dash", p.body, "stroke-dasharray", spec.dashed ? DASH : null);
   if (p.t1) text("t1", p.t1, spec.title);
   if (p.t2) text("t2", p.t2, spec.sub);
   if (p.tip) text("tip", p.tip, spec.tip);
@@ -99,8 +136,7 @@ function build(el: PartsHolder, spec: NodeSpec, detail: boolean, key: string): P
   }
   while (body.nextSibling) el.removeChild(body.nextSibling);
   const p: Parts = { key, last: new Map(), body };
-  if (spec.group) el.append(s("rect", { class: "stack", x: 4, y: -4, width: NODE_W, height: NODE_H, rx: 6 }));
-  if (spec.recomputed) el.append(s("rect", { class: "rc-ring", x: -4, y: -4, width: NODE_W + 8, height: NODE_H + 8, rx: 9 }));
+  addFixedParts(el, spec.group, spec.recomputed);
   if (!detail) return p;
   p.t1 = s("text", { class: "l1", x: NODE_W / 2, y: 17 });
   p.t2 = s("text", { class: "l2", x: NODE_W / 2, y: 33 });
@@ -117,4 +153,10 @@ function build(el: PartsHolder, spec: NodeSpec, detail: boolean, key: string): P
     el.append(p.count);
   }
   return p;
+}
+
+/** A group's stack behind its outline; a recomputed node's ring. */
+function addFixedParts(el: SVGGElement, group: boolean, recomputed: boolean): void {
+  if (group) el.append(s("rect", { class: "stack", x: 4, y: -4, width: NODE_W, height: NODE_H, rx: 6 }));
+  if (recomputed) el.append(s("rect", { class: "rc-ring", x: -4, y: -4, width: NODE_W + 8, height: NODE_H + 8, rx: 9 }));
 }

@@ -312,11 +312,12 @@ export class StepGraph {
     this.ordinals.set(base, ord);
     const key = `${base}|${ord}`;
     const refs = arr(ev.inputs) ?? [];
-    const inputs = refs.map((r, i) => {
-      if (r && typeof r.node === "number") return this.byNodeId.get(r.node) ?? "";
-      if (r && typeof r.leaf === "number") return this.addLeaf(r.leaf, key, i, module);
-      return "";
-    });
+    const inputs: string[] = new Array<string>(refs.length);
+    for (let i = 0; i < refs.length; i++) {
+      const r = refs[i];
+      inputs[i] = r && typeof r.node === "number" ? this.byNodeId.get(r.node) ?? ""
+        : r && typeof r.leaf === "number" ? this.addLeaf(r.leaf, key, i, module) : "";
+    }
     let segment: number | null = null;
     if (rc) segment = rc.ordinal;
     else if (op === "checkpoint" && this.forwardSeg) {
@@ -348,9 +349,11 @@ export class StepGraph {
     n.inGrads = arr(ev.inputs);
     n.local = arr(ev.local);
     n.gradOrder = this.gradSteps.length;
-    (n.inGrads ?? []).forEach((st, i) => {
+    const sent = n.inGrads ?? [];
+    for (let i = 0; i < sent.length; i++) {
+      const st = sent[i];
       const src = st ? this.nodes.get(n.inputs[i] ?? "") : undefined;
-      if (!src || !st) return;
+      if (!src || !st) continue;
       src.arrivals.push({ from: key, index: i, stats: st });
       // a leaf hears of its gradient only at the end of backward (leaf_grad): until then its one arrival is it,
       // so stepping through backward does not show a coloured edge into a leaf that says "not computed"
@@ -358,7 +361,7 @@ export class StepGraph {
         src.grad = src.arrivals.length === 1 ? st : null;
         src.provisional = src.grad !== null;
       }
-    });
+    }
     this.gradSteps.push({ key, index: this.applied - 1 });
     return true;
   }

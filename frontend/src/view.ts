@@ -435,17 +435,29 @@ export class GraphView {
     }
   }
 
+  /** The nodes and edges a render is building, added to their layers when it has drawn them all. */
+  private newNodes: DocumentFragment | null = null;
+  private newEdges: DocumentFragment | null = null;
+
   /** Draw `v` at the positions in `place`. */
   render(v: Visible, place: Placement, graph: StepGraph | null): void {
     this.lastVisible = v;
     this.lastPlace = place;
     this.lastGraph = graph;
     const seen = new Set<string>();
-    for (const it of v.items.values()) {
-      const p = place.pos.get(it.vid);
-      if (!p) continue;
-      seen.add(it.vid);
-      this.drawNode(it, p);
+    // new nodes and edges are built outside the document and added at once: an attribute written on an element
+    // in the document costs the browser more (style invalidation) than on one that is not yet
+    this.newNodes = document.createDocumentFragment();
+    try {
+      for (const it of v.items.values()) {
+        const p = place.pos.get(it.vid);
+        if (!p) continue;
+        seen.add(it.vid);
+        this.drawNode(it, p);
+      }
+    } finally {
+      this.nodeLayer.append(this.newNodes);
+      this.newNodes = null;
     }
     for (const [vid, el] of this.nodes) if (!seen.has(vid)) { el.remove(); this.nodes.delete(vid); }
     // the bottom of each checkpoint node's recomputed column: its other edges leave below it (see drawEdge)
@@ -455,13 +467,19 @@ export class GraphView {
       if (p) columnBottom.set(it.anchor!, Math.max(columnBottom.get(it.anchor!) ?? -Infinity, p.y + NODE_H / 2));
     }
     const eseen = new Set<string>();
-    for (const e of v.edges) {
-      const a = place.pos.get(e.from), b = place.pos.get(e.to);
-      if (!a || !b) continue;
-      const id = `${e.from}\u0000${e.to}`;
-      eseen.add(id);
-      const below = v.items.get(e.to)?.anchor === e.from ? undefined : columnBottom.get(e.from);
-      this.drawEdge(id, e, a, b, below);
+    this.newEdges = document.createDocumentFragment();
+    try {
+      for (const e of v.edges) {
+        const a = place.pos.get(e.from), b = place.pos.get(e.to);
+        if (!a || !b) continue;
+        const id = `${e.from}\u0000${e.to}`;
+        eseen.add(id);
+        const below = v.items.get(e.to)?.anchor === e.from ? undefined : columnBottom.get(e.from);
+        this.drawEdge(id, e, a, b, below);
+      }
+    } finally {
+      this.edgeLayer.append(this.newEdges);
+      this.newEdges = null;
     }
     for (const [id, el] of this.edges) if (!eseen.has(id)) { el.remove(); this.edges.delete(id); }
     this.drawSegments(v, place, graph);
@@ -553,30 +571,22 @@ export class GraphView {
     if (n?.recomputed) flags.push("recomputed");
     if (n?.segment) flags.push("checkpointed");
     if (this.replayed) flags.push("replayed");
+    // a value that went NaN/Inf in forward (no gradient came: detect_anomaly stopped the run)
+    const forwardBad = !!n?.anomaly && gc === "none";
     const cls = `vnode kind-${kind} grad-${gc}${it.ghost ? " ghost" : ""}${this.selected === it.vid ? " selected" : ""}` +
       `${this.focus === it.vid ? " focus" : ""}${flags.map((f) => " " + f).join("")}`;
-    const title = n ? nodeTitle(n) : it.label;
     const numel = n ? n.shape.reduce((a, b) => a * b, 1) : Infinity;
     const numbers = !!n && numel <= this.numbersUpTo;
-    const data = numbers && n.values && n.values.length === numel ? `data ${numbersText(n.values)}` : null;
-    const gvals = numbers && grad?.values && grad.values.length === numel ? `grad ${numbersText(grad.values)}` : null;
-    const sub = n ? data ?? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
-    // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
-    // a group flags how many of its members are in its worst class
-    const word = GRAD_CLASSES[gc].word;
-    // a value that went NaN/Inf in forward (no gradient came: detect_anomaly stopped the run) says so too
-    const forwardBad = !!n?.anomaly && gc === "none";
-    const badge = n?.error ? "error" : forwardBad ? GRAD_CLASSES.nonfinite.word : gvals && (gc === "ok" || gc === "zero") ? gvals :
-      gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
     const colour = gradColor(grad);
-    const badgeColour = n?.error ? ERROR_COLOUR : forwardBad ? GRAD_CLASSES.nonfinite.colour : colour;
     const saved = this.savedBytesOf && (it.type !== "node" || n?.kind === "op") ? this.savedBytesOf(it) : null;
-    const sig = `${cls}|${title}|${sub}|${badge}|${colour}|${it.type === "node" ? "" : computed}|${saved}`;
     const posKey = `${p.x},${p.y}`;
+    const rx = n && n.kind !== "op" ? 20 : 6;
     let el = this.nodes.get(it.vid);
     if (!el) {
-      el = newNodeEl(it.vid) as NodeEl;
-      this.nodeLayer.append(el);
+      el = newNodeEl(it.vid, { cls, gradClass: gc, kind, numbers, rx, dashed: gc === "none", group: it.type !== "node",
+        recomputed: !!n?.recomputed }) as NodeEl;
+      // built detached and added with the render's other new nodes at once (render), or now (detailSoon)
+      (this.newNodes ?? this.nodeLayer).append(el);
       this.nodes.set(it.vid, el);
     }
     if (el._pos !== posKey) {
@@ -584,25 +594,51 @@ export class GraphView {
       el._pos = posKey;
     }
     const detail = this.wantsDetail(p);
+    // an outline (no labels built, none wanted) shows only its class, colour, group count and saved badge: its
+    // signature leaves the label texts out, so they are not formatted for thousands of far-out nodes (they are
+    // when the node is drawn with its labels: detail, a different signature)
+    const outline = !detail && !el._detail;
+    let title = "", sub = "", badge: string | null = null;
+    if (!outline) {
+      title = n ? nodeTitle(n) : it.label;
+      const data = numbers && n.values && n.values.length === numel ? `data ${numbersText(n.values)}` : null;
+      const gvals = numbers && grad?.values && grad.values.length === numel ? `grad ${numbersText(grad.values)}` : null;
+      sub = n ? data ?? shapeText(n.shape) : `${it.count} nodes${it.type === "group" ? " ▸" : ""}`;
+      // "none" has no word: no badge; a backward that raised here says so whatever gradient arrived before
+      // a group flags how many of its members are in its worst class
+      const word = GRAD_CLASSES[gc].word;
+      // a value that went NaN/Inf in forward (no gradient came: detect_anomaly stopped the run) says so too
+      badge = n?.error ? "error" : forwardBad ? GRAD_CLASSES.nonfinite.word : gvals && (gc === "ok" || gc === "zero") ? gvals :
+        gc === "ok" ? `‖g‖ ${fmt(grad!.norm, 2)}` : !n && word ? `${worst} ${word}` : word;
+    }
+    const group = it.type === "node" ? "" : computed;
+    const sig = outline ? `o|${cls}|${colour}|${numbers}|${group}|${saved}` : `${cls}|${title}|${sub}|${badge}|${colour}|${group}|${saved}`;
     // a node drawn with its labels keeps them when the view goes far or away (style.css hides them far out)
     if (el._sig === sig && (el._detail || !detail)) return;
     el._sig = sig;
     el._detail = detail;
-    // setAttribute, not the dataset's setters: thousands of new nodes at once, and these are cheaper
-    el.setAttribute("class", cls);
-    el.setAttribute("data-grad-class", gc);
+    // setAttribute, not the dataset's setters: thousands of new nodes at once, and these are cheaper; what the
+    // element already says (its look's template, or the last draw) is not written again
+    const at = el._attrs!;
+    if (at.cls !== cls) { el.setAttribute("class", cls); at.cls = cls; }
+    if (at.gradClass !== gc) { el.setAttribute("data-grad-class", gc); at.gradClass = gc; }
     el.setAttribute("data-grad-color", colour);
-    el.setAttribute("data-kind", kind);
+    if (at.kind !== kind) { el.setAttribute("data-kind", kind); at.kind = kind; }
     if (n) el.setAttribute("data-key", n.key); else el.removeAttribute("data-key");
-    if (numbers) el.setAttribute("data-numbers", "1"); else if (el.hasAttribute("data-numbers")) el.removeAttribute("data-numbers");
+    if (at.numbers !== numbers) {
+      if (numbers) el.setAttribute("data-numbers", "1"); else el.removeAttribute("data-numbers");
+      at.numbers = numbers;
+    }
     const bc = n?.error ? "error" : forwardBad ? "nonfinite" : gc;
+    const badgeColour = n?.error ? ERROR_COLOUR : forwardBad ? GRAD_CLASSES.nonfinite.colour : colour;
+    // the labels, tooltip and badge only when they are built (detail): an outline needs none of their text
     drawNodeParts(el, {
-      rx: n && n.kind !== "op" ? 20 : 6, stroke: colour, strokeWidth: gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
+      rx, stroke: colour, strokeWidth: gc === "none" ? 1.5 : Math.min(5, gradWidth(grad)),
       dashed: gc === "none", group: it.type !== "node", recomputed: !!n?.recomputed,
-      title: n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21), sub: clip(sub, 26),
-      tip: n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`,
+      title: !detail ? "" : n && n.kind !== "op" && n.name ? clipLeft(title, 21) : clip(title, 21), sub: detail ? clip(sub, 26) : "",
+      tip: !detail ? "" : n?.recomputed ? `${title} ${sub}: recomputed in backward (checkpoint segment #${n.segment})` : `${title} ${sub}`,
       // the badge's width fits numbers; its text is readable on every ramp colour (dark purple to yellow)
-      badge: badge ? { cls: bc, text: clip(badge, 24), width: Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)),
+      badge: badge && detail ? { cls: bc, text: clip(badge, 24), width: Math.min(NODE_W + 4, Math.max(70, badge.length * 6.2 + 10)),
         fill: badgeColour, textFill: textOn(badgeColour) } : null,
       count: it.type !== "node" && it.count ? (computed ? `${computed}/${it.count} grads` : "") : null,
     }, detail);
@@ -631,23 +667,26 @@ export class GraphView {
     const d = `${start || `M${x1},${y1} `}C${x1},${y1 + dy} ${x2},${y2 - dy} ${x2},${y2}`;
     const rc = !!e.recompute;
     const sig = `${d}|${colour}|${w}|${gc}|${e.ghost}|${rc}`;
+    const cls = `edge grad-${gc}${e.ghost ? " ghost" : ""}${rc ? " recompute" : ""}`;
     let el = this.edges.get(id);
     const fresh = !el;
     if (!el) {
-      el = edgeTemplate().cloneNode() as EdgeEl; // with its arrowhead: one call instead of one per attribute
+      // its class, dash and arrowhead from its template: one call instead of one per attribute
+      el = edgeTemplate(cls, gc).cloneNode() as EdgeEl;
       el.setAttribute("data-from", e.from);
       el.setAttribute("data-to", e.to);
-      this.edgeLayer.append(el);
+      (this.newEdges ?? this.edgeLayer).append(el);
       this.edges.set(id, el);
     }
     if (el._sig === sig) return;
     el._sig = sig;
     el._d = d;
     el.setAttribute("d", d);
-    el.setAttribute("class", `edge grad-${gc}${e.ghost ? " ghost" : ""}${rc ? " recompute" : ""}`);
     el.setAttribute("stroke", colour);
     el.setAttribute("stroke-width", w.toFixed(2));
-    if (gc === "none") el.setAttribute("stroke-dasharray", "4 4"); else if (!fresh) el.removeAttribute("stroke-dasharray");
+    if (fresh) return;
+    el.setAttribute("class", cls);
+    if (gc === "none") el.setAttribute("stroke-dasharray", "4 4"); else el.removeAttribute("stroke-dasharray");
     el.setAttribute("data-grad-class", gc);
   }
 
@@ -699,10 +738,18 @@ export class GraphView {
   }
 }
 
-let edgeTemplateEl: SVGPathElement | null = null;
+/** One edge template per gradient class (its class, dash and arrowhead in place): a new edge is its clone, and
+ * only its ends, path, colour and width are written. */
+const edgeTemplates = new Map<string, EdgeEl>();
 
-function edgeTemplate(): SVGPathElement {
-  return (edgeTemplateEl ??= s("path", { "marker-end": "url(#arrow)" }));
+function edgeTemplate(cls: string, gc: string): EdgeEl {
+  let t = edgeTemplates.get(cls);
+  if (!t) {
+    if (edgeTemplates.size >= 64) edgeTemplates.clear();
+    t = s("path", { "marker-end": "url(#arrow)", class: cls, "data-grad-class": gc, "stroke-dasharray": gc === "none" ? "4 4" : null }) as EdgeEl;
+    edgeTemplates.set(cls, t);
+  }
+  return t;
 }
 
 /** The saved-for-backward badge under a node's bottom-right corner: its bytes (a group's: the total inside, "Σ"). */
