@@ -13,6 +13,7 @@ is full (a bound, or the disk: the same batch succeeds once there is room); 503 
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Annotated, Any
 
 import orjson
@@ -47,6 +48,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
 #: How deep an event may nest: Python's json module (exports, scripts) reads back about 990 levels at most, and no
 #: event the engine sends nests deeper than 5.
 MAX_DEPTH = 64
+
+#: Every byte but the brackets and newline: `body.translate(None, _NOT_BRACKETS)` keeps each line's brackets only.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"{[\n")
+
+#: The kinds after which the lobby hears of the run again.
+_LIFECYCLE = frozenset(("run_start", "run_end", "dropped"))
 
 _STRICT_JSON = ("UTF-8, no NaN or Infinity (send null), numbers within the float range, no lone surrogate "
                 "escapes such as \\ud800")
@@ -104,8 +111,11 @@ def _parse_ndjson(body: bytes, s: Settings) -> tuple[list[EventRow], list[Any]]:
         lines = [line for line in lines if line]
     if len(lines) > s.max_events_per_batch or max(map(len, lines), default=0) > s.max_event_bytes:
         return _parse_ndjson_carefully(body, s)
-    # cheap bound: a line with at most MAX_DEPTH brackets cannot nest deeper; the few others are walked there
-    if any(line.count(b"{") + line.count(b"[") > MAX_DEPTH for line in lines):
+    # cheap bound: a line with at most MAX_DEPTH brackets cannot nest deeper; the few others are walked there.
+    # Counted over the whole body in one pass (translate keeps brackets and newlines: 13,000 lines 11 -> 5 ms);
+    # only a body with some line over the bound counts line by line.
+    if max(map(len, body.translate(None, _NOT_BRACKETS).split(b"\n"))) > MAX_DEPTH and any(
+            line.count(b"{") + line.count(b"[") > MAX_DEPTH for line in lines):
         return _parse_ndjson_carefully(body, s)
     try:
         objs = [orjson.loads(line) for line in lines]
@@ -199,7 +209,7 @@ def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped
         return store.last_seq(run_id) + 1, [], False
     # StoreFull: 507, StoreUnavailable: 503, StoreForbidden (another student's run): 403
     first, texts = _append_as(who, store, run_id, name, events, dropped, decoded)
-    lifecycle = new_run or any(k in ("run_start", "run_end", "dropped") for k, _, _ in events)
+    lifecycle = new_run or not _LIFECYCLE.isdisjoint(map(itemgetter(0), events))
     return first, texts, lifecycle
 
 
