@@ -37,7 +37,7 @@ def test_generator_imports_only_schema_and_summary(tmp_path):
                          cwd=tmp_path)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     allowed = {"rtxviz", "rtxviz.schema", "rtxviz.summary", "rtxviz.summary.classes", "rtxviz.summary.stats",
-               "rtxviz.accel", "rtxviz._native"}
+               "rtxviz.accel", "rtxviz._native", "rtxviz._eventcheck"}  # _eventcheck: the schema's compiled check
     assert loaded - allowed == set()
     assert {p.name for p in tmp_path.iterdir()} == {"events.ts", "summary.ts"}
 
