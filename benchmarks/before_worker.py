@@ -27,6 +27,12 @@ def serve() -> None:
     root = Path(_arg("--root")).resolve()
     script = _arg("--script")
     here = str(Path(__file__).resolve().parent)
+    # the request loop is this tree's (an older harness may not have it), under another name than the older
+    # tree's harness, which times the workloads
+    spec_this = importlib.util.spec_from_file_location("harness_this", Path(here) / "harness.py")
+    assert spec_this is not None and spec_this.loader is not None
+    this = importlib.util.module_from_spec(spec_this)
+    spec_this.loader.exec_module(this)
     sys.path[:] = [p for p in sys.path if p not in (here, "")]
     sys.path[:0] = [str(root), str(root / "benchmarks")]
     spec = importlib.util.spec_from_file_location("before_bench", root / "benchmarks" / script)
@@ -42,19 +48,7 @@ def serve() -> None:
     rtxviz.manual_seed(0)
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or "default"
     print(json.dumps({"before": str(root), "threads": threads}), flush=True)
-    built: dict[str, tuple] = {}
-    for line in sys.stdin:
-        req = json.loads(line)
-        name = req["workload"]
-        try:
-            if name not in built:
-                built[name] = bench.WORKLOADS[name]["rtxviz"]()
-            fn, setup = built[name][:2]
-            calls = built[name][2] if len(built[name]) > 2 else 1
-            samples = harness.time_samples(fn, setup, req["min_time"], calls_per_sample=calls)
-            print(json.dumps({"samples": samples}), flush=True)
-        except Exception as exc:
-            print(json.dumps({"error": f"{name}: {type(exc).__name__}: {exc}"}), flush=True)
+    this.serve_requests(lambda name: bench.WORKLOADS[name]["rtxviz"](), harness.time_samples)
 
 
 if __name__ == "__main__":

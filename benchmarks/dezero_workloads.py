@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from harness import time_samples
+from harness import serve_requests
 
 if not hasattr(np, "int"):
     np.int = int  # type: ignore[attr-defined]  # dezero.transforms' default argument (see the docstring)
@@ -110,19 +110,7 @@ def mul_sum_backward() -> tuple:
 def serve() -> None:
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or "default"
     print(json.dumps({"dezero": dezero.__version__, "threads": threads}), flush=True)
-    built: dict[str, tuple] = {}
-    for line in sys.stdin:
-        req = json.loads(line)
-        name = req["workload"]
-        try:
-            if name not in built:
-                built[name] = REGISTRY[name]()
-            spec = built[name]
-            calls = spec[2] if len(spec) > 2 else 1
-            samples = time_samples(spec[0], spec[1], req["min_time"], calls_per_sample=calls)
-            print(json.dumps({"samples": samples}), flush=True)
-        except Exception as exc:
-            print(json.dumps({"error": f"{name}: {type(exc).__name__}: {exc}"}), flush=True)
+    serve_requests(lambda name: REGISTRY[name]())
 
 
 if __name__ == "__main__":

@@ -53,6 +53,25 @@ def time_samples(fn: Callable[[], Any], setup: Callable[[], Any] | None = None, 
     return samples
 
 
+def serve_requests(build: Callable[[str], tuple], timer: Callable[..., list[float]] = time_samples) -> None:
+    """A worker's loop (torch_workloads, dezero_workloads, before_worker): one JSON request per stdin line,
+    ``{"workload": name, "min_time": s}``, answered with ``{"samples": [...]}`` or ``{"error": ...}``. `build(name)`
+    makes a workload once: ``(fn, setup[, calls_per_sample])``; `timer` times it (an older tree's own)."""
+    built: dict[str, tuple] = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        name = req["workload"]
+        try:
+            if name not in built:
+                built[name] = build(name)
+            spec = built[name]
+            calls = spec[2] if len(spec) > 2 else 1
+            samples = timer(spec[0], spec[1], req["min_time"], calls_per_sample=calls)
+            print(json.dumps({"samples": samples}), flush=True)
+        except Exception as exc:
+            print(json.dumps({"error": f"{name}: {type(exc).__name__}: {exc}"}), flush=True)
+
+
 def thread_env(threads: int | None) -> dict[str, str]:
     """The environment of a worker: with `threads`, every BLAS / OpenMP pool and PyTorch's intra-op pool get
     that many threads (RTXVIZ_BENCH_THREADS tells the worker); without, nothing is set: what a user gets."""

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from harness import time_samples
+from harness import serve_requests
 
 # --threads N of the benchmark scripts arrives as RTXVIZ_BENCH_THREADS; without it PyTorch keeps its own default
 # (what a user gets), as numpy does in the rtxviz process.
@@ -117,20 +117,7 @@ def mul_sum_backward() -> tuple:
 
 def serve() -> None:
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
-    built: dict[str, tuple] = {}
-    for line in sys.stdin:
-        req = json.loads(line)
-        name = req["workload"]
-        try:
-            if name not in built:
-                built[name] = REGISTRY[name]()
-            spec = built[name]
-            fn, setup = spec[0], spec[1]
-            calls = spec[2] if len(spec) > 2 else 1
-            samples = time_samples(fn, setup, req["min_time"], calls_per_sample=calls)
-            print(json.dumps({"samples": samples}), flush=True)
-        except Exception as exc:
-            print(json.dumps({"error": f"{name}: {type(exc).__name__}: {exc}"}), flush=True)
+    serve_requests(lambda name: REGISTRY[name]())
 
 
 if __name__ == "__main__":

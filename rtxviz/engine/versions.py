@@ -67,10 +67,9 @@ def _entry(array: Any) -> _Writes | None:
     return e if e is not None and e.ref() is root else None
 
 
-def bump(array: Any, site: str = "") -> None:
-    """Record an in-place write to `array`'s buffer (`site`: what wrote it, for error messages)."""
-    global LAST_STAMP
-    root = root_of(array)
+def _record_write(array: Any, stamp: int, site: str) -> None:
+    """Count one in-place write to `array`'s buffer, at `stamp`."""
+    root = array if array.base is None else root_of(array)  # most arrays written in place own their buffer
     key = id(root)
     e = _BUFFERS.get(key)
     if e is None or e.ref() is not root:
@@ -79,10 +78,16 @@ def bump(array: Any, site: str = "") -> None:
         except TypeError:  # a buffer that takes no weak references (a numpy scalar): nothing can save it
             return
         e = _BUFFERS[key] = _Writes(ref)
-    stamp = next_stamp()
     e.version += 1
     e.stamps.append(stamp)
     e.site = site
+
+
+def bump(array: Any, site: str = "") -> None:
+    """Record an in-place write to `array`'s buffer (`site`: what wrote it, for error messages)."""
+    global LAST_STAMP
+    stamp = next_stamp()
+    _record_write(array, stamp, site)
     LAST_STAMP = stamp
 
 
@@ -94,20 +99,8 @@ def bump_all(arrays: list, site: str = "") -> None:
     if not arrays:
         return
     stamp = next_stamp()
-    buffers = _BUFFERS
     for array in arrays:
-        root = array if array.base is None else root_of(array)
-        key = id(root)
-        e = buffers.get(key)
-        if e is None or e.ref() is not root:
-            try:
-                ref = weakref.ref(root, functools.partial(_forget, key))
-            except TypeError:  # a buffer that takes no weak references (a numpy scalar): nothing can save it
-                continue
-            e = buffers[key] = _Writes(ref)
-        e.version += 1
-        e.stamps.append(stamp)
-        e.site = site
+        _record_write(array, stamp, site)
     LAST_STAMP = stamp
 
 
