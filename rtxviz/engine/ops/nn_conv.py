@@ -250,9 +250,14 @@ def _g_rows(g: Any) -> Any:
 _ROWS_FROM = _PER_IMAGE_BELOW
 
 
+def _uses_rows(pl: Plan) -> bool:
+    """Whether this convolution's columns are in the row layout (forward and weight gradient alike)."""
+    return pl.groups == 1 and pl.c * pl.kh * pl.kw >= _ROWS_FROM
+
+
 def _conv_forward(pl: Plan, x: Any, w: Any) -> tuple[Any, Any]:
     k = pl.c // pl.groups * pl.kh * pl.kw
-    if pl.groups == 1 and k >= _ROWS_FROM:
+    if _uses_rows(pl):
         rows = _im2col_rows(pl, x)
         out = rows @ _w_rows(w).T  # [n·ho·wo, o]
         out = out.reshape(pl.n, pl.ho, pl.wo, pl.o).transpose(0, 3, 1, 2)
@@ -385,10 +390,8 @@ class Conv2dGradWeight(Op):
         cached = ctx.attrs.get("cols")
         if cached is not None:
             cols = cached.cols
-        elif pl.groups == 1 and pl.c * pl.kh * pl.kw >= _ROWS_FROM:
-            cols = _im2col_rows(pl, x)
         else:
-            cols = im2col(pl, x)
+            cols = _im2col_rows(pl, x) if _uses_rows(pl) else im2col(pl, x)
         return _weight_grad(pl, cols, g, w_shape)
 
     @staticmethod

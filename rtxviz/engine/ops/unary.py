@@ -115,7 +115,7 @@ class Tanh(Elementwise):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
-        return (apply(TanhGrad, (g, ctx.output)),)
+        return (tanh_grad(g, ctx.output),)
 
 
 @tensor_method("tanh")
@@ -144,7 +144,7 @@ class TanhGrad(Op):
     def backward(ctx: Any, h: Any) -> tuple:
         g, y = ctx.saved_inputs
         nxt = ctx.next
-        return (apply(TanhGrad, (h, y)) if nxt[0] is not None else None,
+        return (tanh_grad(h, y) if nxt[0] is not None else None,
                 mul_scalar(mul(mul(h, g), y), -2.0) if nxt[1] is not None else None)
 
     @staticmethod
