@@ -69,6 +69,34 @@ _HISTORY_UPSERT = (
     "ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(excluded.grad_norm, grad_norm), "
     "update_ratio = COALESCE(excluded.update_ratio, update_ratio), nonfinite = MAX(nonfinite, excluded.nonfinite)")
 
+#: Events go in `_ROWS_PER_INSERT` rows to a statement (``INSERT ... VALUES (...), (...), ...``), not one row to
+#: an `executemany` step: per step, Python's sqlite3 resets the statement, releases and takes back the GIL and checks
+#: its bindings, about 2.5 us an event of the ~6.5 us an event cost to store (benchmarks/README.md, fifth session).
+#: 100 rows (500 bindings) measured best: longer statements cost more to bind than they save in steps.
+_ROWS_PER_INSERT = 100
+_INSERT_EVENTS = "INSERT INTO events (run_id, seq, kind, step, body) VALUES "
+_INSERT_FULL = _INSERT_EVENTS + ", ".join(["(?, ?, ?, ?, ?)"] * _ROWS_PER_INSERT)
+
+
+def _insert_events(cur: sqlite3.Connection, run_id: str, first: int, events: Sequence[EventRow],
+                   texts: list[str]) -> None:
+    """Insert the batch's rows (seq `first` on) as `_ROWS_PER_INSERT`-row statements, the remainder in one more."""
+    # one flat list of bindings, run_id, seq, kind, step, body per row, built a column at a time
+    n = len(events)
+    flat: list[Any] = [None] * (5 * n)
+    flat[0::5] = itertools.repeat(run_id, n)
+    flat[1::5] = range(first, first + n)
+    flat[2::5] = [kind for kind, _, _ in events]
+    flat[3::5] = [step for _, step, _ in events]
+    flat[4::5] = texts
+    width = 5 * _ROWS_PER_INSERT
+    full = n - n % _ROWS_PER_INSERT
+    for start in range(0, 5 * full, width):
+        cur.execute(_INSERT_FULL, flat[start:start + width])
+    if full < n:
+        cur.execute(_INSERT_EVENTS + ", ".join(["(?, ?, ?, ?, ?)"] * (n - full)), flat[5 * full:])
+
+
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 #: What a reader selects from a database of schema version 1 (no owners yet: it has not been upgraded by a writer)
 _RUN_COLUMNS_V1 = _RUN_COLUMNS.replace("owner", "NULL AS owner")
@@ -264,8 +292,6 @@ class SQLiteStore:
                 raise StoreFull(f"run {run_id} would exceed max_events_per_run={self.max_events_per_run}")
             # column by column, in comprehensions and C-level scans: this runs for every event the server takes
             texts = stored_texts(events, first)
-            rows = list(zip(itertools.repeat(run_id), range(first, first + len(events)),
-                            [kind for kind, _, _ in events], [step for _, step, _ in events], texts, strict=False))
             facts = batch_facts(events, name, meta)
             run_name, run_meta = facts.name, facts.meta
             cur = self._w
@@ -278,13 +304,13 @@ class SQLiteStore:
                     held = cur.execute("SELECT owner FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
                     if held != owner:
                         raise StoreForbidden(forbidden(run_id, owner))
-                cur.executemany("INSERT INTO events (run_id, seq, kind, step, body) VALUES (?, ?, ?, ?, ?)", rows)
+                _insert_events(cur, run_id, first, events, texts)
                 self._append_history(run_id, events, first, decoded)
                 cur.execute(
                     "UPDATE runs SET updated = ?, n_events = n_events + ?, dropped = MAX(dropped, ?), "
                     "last_step = COALESCE(?, last_step), status = COALESCE(?, status), "
                     "name = COALESCE(?, name), meta = COALESCE(?, meta) WHERE id = ?",
-                    (now, len(rows), dropped or 0, facts.last_step, facts.status,
+                    (now, len(events), dropped or 0, facts.last_step, facts.status,
                      None if run_name is None else run_name[:256],
                      None if run_meta is None else json.dumps(run_meta), run_id))
                 cur.execute("COMMIT")
@@ -297,7 +323,7 @@ class SQLiteStore:
                     raise self._failed(exc) from exc
                 raise
             self._runs.add(run_id)
-            self._next[run_id] = first + len(rows)
+            self._next[run_id] = first + len(events)
             return first, texts
 
     def delete_run(self, run_id: str) -> bool:
