@@ -64,24 +64,37 @@ except ImportError:  # pragma: no cover
 
 #: The per-step history's upsert (history.py; its tables are migrations.py's number 3). Plain SQL that ports
 #: (PostgreSQL's, postgres.py, has GREATEST for SQLite's two-argument MAX).
-_HISTORY_UPSERT = (
-    "INSERT INTO history (name_id, step, grad_norm, update_ratio, nonfinite) VALUES (?, ?, ?, ?, ?) "
-    "ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(excluded.grad_norm, grad_norm), "
+#: (Written with `_insert_many`, many rows to a statement: `excluded` is each row's own values.)
+_HISTORY_INSERT = "INSERT INTO history (name_id, step, grad_norm, update_ratio, nonfinite)"
+_HISTORY_ON_CONFLICT = (
+    " ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(excluded.grad_norm, grad_norm), "
     "update_ratio = COALESCE(excluded.update_ratio, update_ratio), nonfinite = MAX(nonfinite, excluded.nonfinite)")
 
-#: Events go in `_ROWS_PER_INSERT` rows to a statement (``INSERT ... VALUES (...), (...), ...``), not one row to
-#: an `executemany` step: per step, Python's sqlite3 resets the statement, releases and takes back the GIL and checks
-#: its bindings, about 2.5 us an event of the ~6.5 us an event cost to store (benchmarks/README.md, fifth session).
-#: 100 rows (500 bindings) measured best: longer statements cost more to bind than they save in steps.
+#: Rows go in `_ROWS_PER_INSERT` rows to a statement (``INSERT ... VALUES (...), (...), ...``), not one row to an
+#: `executemany` step: per step, Python's sqlite3 resets the statement, releases and takes back the GIL and checks
+#: its bindings, about 2.5 us a row; events cost ~6.5 us each to store that way (benchmarks/README.md, fifth
+#: session). 100 rows measured best: longer statements cost more to bind than they save in steps.
 _ROWS_PER_INSERT = 100
-_INSERT_EVENTS = "INSERT INTO events (run_id, seq, kind, step, body) VALUES "
-_INSERT_FULL = _INSERT_EVENTS + ", ".join(["(?, ?, ?, ?, ?)"] * _ROWS_PER_INSERT)
+
+
+def _insert_many(cur: sqlite3.Connection, head: str, columns: int, flat: list[Any], tail: str = "") -> None:
+    """Run ``head VALUES (?, ...), ... tail`` over `flat` (`columns` bindings a row, row after row): full statements
+    of `_ROWS_PER_INSERT` rows (the same text each time: sqlite3 keeps it prepared), the remainder in one more."""
+    row = "(" + ", ".join("?" * columns) + ")"
+    width = columns * _ROWS_PER_INSERT
+    full = len(flat) - len(flat) % width
+    if full:
+        sql = f"{head} VALUES {', '.join([row] * _ROWS_PER_INSERT)}{tail}"
+        for start in range(0, full, width):
+            cur.execute(sql, flat[start:start + width])
+    if full < len(flat):
+        cur.execute(f"{head} VALUES {', '.join([row] * ((len(flat) - full) // columns))}{tail}", flat[full:])
 
 
 def _insert_events(cur: sqlite3.Connection, run_id: str, first: int, events: Sequence[EventRow],
                    texts: list[str]) -> None:
-    """Insert the batch's rows (seq `first` on) as `_ROWS_PER_INSERT`-row statements, the remainder in one more."""
-    # one flat list of bindings, run_id, seq, kind, step, body per row, built a column at a time
+    """Insert the batch's rows, seq `first` on."""
+    # one flat list of bindings, run_id, seq, kind, step, body a row, built a column at a time
     n = len(events)
     flat: list[Any] = [None] * (5 * n)
     flat[0::5] = itertools.repeat(run_id, n)
@@ -89,12 +102,7 @@ def _insert_events(cur: sqlite3.Connection, run_id: str, first: int, events: Seq
     flat[2::5] = [kind for kind, _, _ in events]
     flat[3::5] = [step for _, step, _ in events]
     flat[4::5] = texts
-    width = 5 * _ROWS_PER_INSERT
-    full = n - n % _ROWS_PER_INSERT
-    for start in range(0, 5 * full, width):
-        cur.execute(_INSERT_FULL, flat[start:start + width])
-    if full < n:
-        cur.execute(_INSERT_EVENTS + ", ".join(["(?, ?, ?, ?, ?)"] * (n - full)), flat[5 * full:])
+    _insert_many(cur, "INSERT INTO events (run_id, seq, kind, step, body)", 5, flat)
 
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
@@ -371,16 +379,19 @@ class SQLiteStore:
         if ids is None:
             ids = self._name_ids[run_id] = dict(self._w.execute(
                 "SELECT name, id FROM history_names WHERE run_id = ?", (run_id,)).fetchall())
-        new = []
+        new: list[Any] = []  # id, run_id, name of each name this batch brings
         for name, _ in rows:
             if name not in ids:
                 ids[name] = self._next_name_id
-                new.append((self._next_name_id, run_id, name))
+                new += (self._next_name_id, run_id, name)
                 self._next_name_id += 1
         if new:
-            self._w.executemany("INSERT INTO history_names (id, run_id, name) VALUES (?, ?, ?)", new)
-        self._w.executemany(_HISTORY_UPSERT, [(ids[name], step, r[0], r[1], r[2])
-                                              for (name, step), r in rows.items()])
+            _insert_many(self._w, "INSERT INTO history_names (id, run_id, name)", 3, new)
+        # a batch's rows are distinct (name, step) keys (a dict's): no two rows of one statement meet in the upsert
+        flat: list[Any] = []
+        for (name, step), r in rows.items():
+            flat += (ids[name], step, r[0], r[1], r[2])
+        _insert_many(self._w, _HISTORY_INSERT, 5, flat, _HISTORY_ON_CONFLICT)
 
     def _forget_history(self, run_id: str) -> None:
         self._history.forget(run_id)

@@ -302,6 +302,18 @@ def test_the_history_from_decoded_events_is_the_history_from_their_texts(store: 
     assert store.history("decoded", "fc|mul|1") == [(0, 2.5, None, 1)]
 
 
+def test_hundreds_of_history_rows_in_a_batch_are_stored_and_merged_with_the_next_batchs(store: RunStore) -> None:
+    # SQLite writes names and history rows 100 to a statement: 250 values, then 120 of them again (NaN seen)
+    n = 250
+    first = [ev("step_begin", 0)] + [ev("node", 0, id=i, op="mul", module="m") for i in range(1, n + 1)]
+    first += [ev("grad", 0, node=i, output={"norm": float(i)}) for i in range(1, n + 1)]
+    store.append("r", None, first)
+    store.append("r", None, [ev("grad", 0, node=i, output={"nan": 1}) for i in range(1, 121)])
+    for k in (1, 100, 101, 120, 121, 200, 250):
+        # node k is the k-th mul of module m; the second batch's grad has no norm: the first one's stays
+        assert store.history("r", f"m|mul|{k}") == [(0, float(k), None, int(k <= 120))], k
+
+
 def test_decoded_events_not_one_per_event_are_refused_and_nothing_is_stored(store: RunStore) -> None:
     batch = _history_batch()
     with pytest.raises(ValueError, match="decoded holds 4 events for a batch of 5"):
