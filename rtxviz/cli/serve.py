@@ -116,8 +116,8 @@ def uvicorn_config(app: Any, log_level: str = "warning",
     from ..web.protocol import with_request_timeout
 
     # no per-message deflate: compressing every batch for a viewer on the same machine costs more CPU than
-    # validating and storing it; the h11 protocol with a bound on how long a request may take to arrive
-    # (slowloris: uvicorn alone never closes a connection that sent half a request)
+    # validating and storing it; the httptools protocol (C parsing) with a bound on how long a request may take to
+    # arrive (slowloris: uvicorn alone never closes a connection that sent half a request)
     return uvicorn.Config(app, log_level=log_level, ws="websockets-sansio", ws_max_size=1 << 20,
                           ws_per_message_deflate=False, http=with_request_timeout(request_timeout),
                           timeout_keep_alive=5)

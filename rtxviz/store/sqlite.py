@@ -64,10 +64,46 @@ except ImportError:  # pragma: no cover
 
 #: The per-step history's upsert (history.py; its tables are migrations.py's number 3). Plain SQL that ports
 #: (PostgreSQL's, postgres.py, has GREATEST for SQLite's two-argument MAX).
-_HISTORY_UPSERT = (
-    "INSERT INTO history (name_id, step, grad_norm, update_ratio, nonfinite) VALUES (?, ?, ?, ?, ?) "
-    "ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(excluded.grad_norm, grad_norm), "
+#: (Written with `_insert_many`, many rows to a statement: `excluded` is each row's own values.)
+_HISTORY_INSERT = "INSERT INTO history (name_id, step, grad_norm, update_ratio, nonfinite)"
+_HISTORY_ON_CONFLICT = (
+    " ON CONFLICT (name_id, step) DO UPDATE SET grad_norm = COALESCE(excluded.grad_norm, grad_norm), "
     "update_ratio = COALESCE(excluded.update_ratio, update_ratio), nonfinite = MAX(nonfinite, excluded.nonfinite)")
+
+#: Rows go in `_ROWS_PER_INSERT` rows to a statement (``INSERT ... VALUES (...), (...), ...``), not one row to an
+#: `executemany` step: per step, Python's sqlite3 resets the statement, releases and takes back the GIL and checks
+#: its bindings, about 2.5 us a row; events cost ~6.5 us each to store that way (benchmarks/README.md, fifth
+#: session). 100 rows measured best: longer statements cost more to bind than they save in steps.
+_ROWS_PER_INSERT = 100
+
+
+def _insert_many(cur: sqlite3.Connection, head: str, columns: int, flat: list[Any], tail: str = "") -> None:
+    """Run ``head VALUES (?, ...), ... tail`` over `flat` (`columns` bindings a row, row after row): full statements
+    of `_ROWS_PER_INSERT` rows (the same text each time: sqlite3 keeps it prepared), the remainder in one more."""
+    row = "(" + ", ".join("?" * columns) + ")"
+    width = columns * _ROWS_PER_INSERT
+    full = len(flat) - len(flat) % width
+    if full:
+        sql = f"{head} VALUES {', '.join([row] * _ROWS_PER_INSERT)}{tail}"
+        for start in range(0, full, width):
+            cur.execute(sql, flat[start:start + width])
+    if full < len(flat):
+        cur.execute(f"{head} VALUES {', '.join([row] * ((len(flat) - full) // columns))}{tail}", flat[full:])
+
+
+def _insert_events(cur: sqlite3.Connection, run_id: str, first: int, events: Sequence[EventRow],
+                   texts: list[str]) -> None:
+    """Insert the batch's rows, seq `first` on."""
+    # one flat list of bindings, run_id, seq, kind, step, body a row, built a column at a time
+    n = len(events)
+    flat: list[Any] = [None] * (5 * n)
+    flat[0::5] = itertools.repeat(run_id, n)
+    flat[1::5] = range(first, first + n)
+    flat[2::5] = [kind for kind, _, _ in events]
+    flat[3::5] = [step for _, step, _ in events]
+    flat[4::5] = texts
+    _insert_many(cur, "INSERT INTO events (run_id, seq, kind, step, body)", 5, flat)
+
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
 #: What a reader selects from a database of schema version 1 (no owners yet: it has not been upgraded by a writer)
@@ -264,8 +300,6 @@ class SQLiteStore:
                 raise StoreFull(f"run {run_id} would exceed max_events_per_run={self.max_events_per_run}")
             # column by column, in comprehensions and C-level scans: this runs for every event the server takes
             texts = stored_texts(events, first)
-            rows = list(zip(itertools.repeat(run_id), range(first, first + len(events)),
-                            [kind for kind, _, _ in events], [step for _, step, _ in events], texts, strict=False))
             facts = batch_facts(events, name, meta)
             run_name, run_meta = facts.name, facts.meta
             cur = self._w
@@ -278,13 +312,13 @@ class SQLiteStore:
                     held = cur.execute("SELECT owner FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
                     if held != owner:
                         raise StoreForbidden(forbidden(run_id, owner))
-                cur.executemany("INSERT INTO events (run_id, seq, kind, step, body) VALUES (?, ?, ?, ?, ?)", rows)
+                _insert_events(cur, run_id, first, events, texts)
                 self._append_history(run_id, events, first, decoded)
                 cur.execute(
                     "UPDATE runs SET updated = ?, n_events = n_events + ?, dropped = MAX(dropped, ?), "
                     "last_step = COALESCE(?, last_step), status = COALESCE(?, status), "
                     "name = COALESCE(?, name), meta = COALESCE(?, meta) WHERE id = ?",
-                    (now, len(rows), dropped or 0, facts.last_step, facts.status,
+                    (now, len(events), dropped or 0, facts.last_step, facts.status,
                      None if run_name is None else run_name[:256],
                      None if run_meta is None else json.dumps(run_meta), run_id))
                 cur.execute("COMMIT")
@@ -297,7 +331,7 @@ class SQLiteStore:
                     raise self._failed(exc) from exc
                 raise
             self._runs.add(run_id)
-            self._next[run_id] = first + len(rows)
+            self._next[run_id] = first + len(events)
             return first, texts
 
     def delete_run(self, run_id: str) -> bool:
@@ -345,16 +379,19 @@ class SQLiteStore:
         if ids is None:
             ids = self._name_ids[run_id] = dict(self._w.execute(
                 "SELECT name, id FROM history_names WHERE run_id = ?", (run_id,)).fetchall())
-        new = []
+        new: list[Any] = []  # id, run_id, name of each name this batch brings
         for name, _ in rows:
             if name not in ids:
                 ids[name] = self._next_name_id
-                new.append((self._next_name_id, run_id, name))
+                new += (self._next_name_id, run_id, name)
                 self._next_name_id += 1
         if new:
-            self._w.executemany("INSERT INTO history_names (id, run_id, name) VALUES (?, ?, ?)", new)
-        self._w.executemany(_HISTORY_UPSERT, [(ids[name], step, r[0], r[1], r[2])
-                                              for (name, step), r in rows.items()])
+            _insert_many(self._w, "INSERT INTO history_names (id, run_id, name)", 3, new)
+        # a batch's rows are distinct (name, step) keys (a dict's): no two rows of one statement meet in the upsert
+        flat: list[Any] = []
+        for (name, step), r in rows.items():
+            flat += (ids[name], step, r[0], r[1], r[2])
+        _insert_many(self._w, _HISTORY_INSERT, 5, flat, _HISTORY_ON_CONFLICT)
 
     def _forget_history(self, run_id: str) -> None:
         self._history.forget(run_id)

@@ -113,6 +113,28 @@ def test_events_pages_and_filters(store: RunStore) -> None:
     assert store.events("nope") == []
 
 
+@pytest.mark.parametrize("sizes", [[1, 99, 100, 101], [250, 0, 3], [1000]])
+def test_batches_of_any_size_store_every_event_in_order_with_its_kind_and_step(store: RunStore,
+                                                                                sizes: list[int]) -> None:
+    # SQLite writes a batch 100 rows to a statement plus one for the rest: sizes around that width, and empty
+    sent: list[tuple[str, int | None, str]] = []
+    for n in sizes:
+        batch = [ev(("node", "grad", "log")[i % 3], None if i % 7 == 0 else len(sent) + i, id=len(sent) + i)
+                 for i in range(n)]
+        first, texts = store.append("r", None, batch)
+        assert first == len(sent) + 1 and len(texts) == n
+        sent += batch
+    stored = store.events("r", limit=10_000)
+    assert seqs(stored) == list(range(1, len(sent) + 1))
+    # each text is the one sent with its seq put first (json.loads: the same object, seq added)
+    assert [json.loads(t) for _, t in stored] == [{"seq": i, **json.loads(e[2])} for i, e in enumerate(sent, 1)]
+    assert seqs(store.events("r", kinds=["grad"], limit=10_000)) == [
+        i for i, e in enumerate(sent, 1) if e[0] == "grad"]
+    some_step = sent[-1][1] if sent[-1][1] is not None else sent[-2][1]
+    assert seqs(store.events("r", step=some_step)) == [i for i, e in enumerate(sent, 1) if e[1] == some_step]
+    assert store.get_run("r")["n_events"] == len(sent)  # type: ignore[index]
+
+
 def test_steps_say_where_each_began_and_whether_it_was_sampled(store: RunStore) -> None:
     store.append("r", None, [ev("step_begin", 0), ev("step_end", 0), ev("step_begin", 1, sampled=False),
                              ev("step_end", 1), ev("step_begin", 2)])
@@ -278,6 +300,18 @@ def test_the_history_from_decoded_events_is_the_history_from_their_texts(store: 
     for name in ("fc|mul|1", "L:w"):
         assert store.history("decoded", name) == store.history("texts", name) != []
     assert store.history("decoded", "fc|mul|1") == [(0, 2.5, None, 1)]
+
+
+def test_hundreds_of_history_rows_in_a_batch_are_stored_and_merged_with_the_next_batchs(store: RunStore) -> None:
+    # SQLite writes names and history rows 100 to a statement: 250 values, then 120 of them again (NaN seen)
+    n = 250
+    first = [ev("step_begin", 0)] + [ev("node", 0, id=i, op="mul", module="m") for i in range(1, n + 1)]
+    first += [ev("grad", 0, node=i, output={"norm": float(i)}) for i in range(1, n + 1)]
+    store.append("r", None, first)
+    store.append("r", None, [ev("grad", 0, node=i, output={"nan": 1}) for i in range(1, 121)])
+    for k in (1, 100, 101, 120, 121, 200, 250):
+        # node k is the k-th mul of module m; the second batch's grad has no norm: the first one's stays
+        assert store.history("r", f"m|mul|{k}") == [(0, float(k), None, int(k <= 120))], k
 
 
 def test_decoded_events_not_one_per_event_are_refused_and_nothing_is_stored(store: RunStore) -> None:

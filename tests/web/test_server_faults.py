@@ -143,6 +143,43 @@ def test_a_slow_answer_is_not_cut_by_the_request_bound(tmp_path):
         s.close()
 
 
+def test_a_request_trickled_after_a_response_is_closed_within_the_bound():
+    # the bound starts again after each response: a keep-alive client that answers one request honestly and then
+    # trickles the next is cut off too
+    with SocketServer(create_app(db=":memory:"), bind_socket("127.0.0.1", 0), request_timeout=0.5) as srv:
+        s, reply = request(srv.port)
+        assert b"200 OK" in reply
+        s.sendall(b"GET /api/health HTTP/1.1\r\n")
+        time.sleep(0.2)
+        s.sendall(b"Host: 127.0.0.1\r\n")
+        took = closed_within(s, 10)
+        assert took is not None and took < 5, "the trickled second request was not closed within 5 s"
+
+
+def test_pipelined_requests_are_all_answered_however_long_the_app_takes():
+    # two requests in one write: both have arrived, so neither answer is cut by the bound, however slow
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await asyncio.sleep(0.6)
+        body = json.dumps({"path": scope["path"]}).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    with SocketServer(app, bind_socket("127.0.0.1", 0), request_timeout=0.3) as srv:
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(b"".join(f"GET /{p} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode() for p in ("one", "two")))
+        s.settimeout(10)
+        data = b""
+        while data.count(b"}") < 2:
+            chunk = s.recv(65536)
+            assert chunk, data
+            data += chunk
+        assert data.count(b"200 OK") == 2 and b'"/one"' in data and b'"/two"' in data
+        s.close()
+
+
 def test_a_full_disk_is_507_with_the_reason_and_recovers(tmp_path):
     # issue 17.9: a full disk answered 500 with no reason (the log said "cannot rollback")
     with TestClient(create_app(db=str(tmp_path / "runs.db"))) as client:
