@@ -4,6 +4,7 @@ compiler at install) or when the environment variable ``RTXVIZ_NO_NATIVE=1`` ask
     summary(x)           -> (sum of squares, sum, min, max) in one pass   (rtxviz.summary)
     add_measured(p, u)   -> p += u, and (‖p‖², ‖u‖²) from the same pass  (rtxviz.optim)
     sgd_plain(ps, gs, s) -> p += g·s for every pair, one call; the indices of pairs it left to numpy (SGD)
+    tanh_grad(g, y, out) -> out = g·(1 − y²) in one pass, True; False when it cannot take them (TanhGrad)
     lstm_forward_step / lstm_backward_step   one time step of an LSTM layer's element-wise work, float32
                                              (rtxviz.engine.ops.nn_recurrent; the matmuls stay numpy's)
     max_pool2d_forward / max_pool2d_scatter  max pooling's window maximum and its gradient, one pass each
@@ -23,7 +24,7 @@ import os
 from typing import Any
 
 __all__ = ["add_measured", "col2im_wide", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward",
-           "max_pool2d_scatter", "sgd_plain", "summary"]
+           "max_pool2d_scatter", "sgd_plain", "summary", "tanh_grad"]
 
 summary: Any = None
 add_measured: Any = None
@@ -33,6 +34,7 @@ max_pool2d_forward: Any = None
 max_pool2d_scatter: Any = None
 col2im_wide: Any = None
 sgd_plain: Any = None
+tanh_grad: Any = None
 
 if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
     try:
@@ -48,3 +50,4 @@ if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
         max_pool2d_scatter = getattr(_native, "max_pool2d_scatter", None)
         col2im_wide = getattr(_native, "col2im_wide", None)
         sgd_plain = getattr(_native, "sgd_plain", None)
+        tanh_grad = getattr(_native, "tanh_grad", None)
