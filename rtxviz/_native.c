@@ -11,6 +11,8 @@
    sgd_plain(ps, gs, s)  plain SGD's p += g·s over every parameter in one call (rtxviz.optim.SGD: on a small
                          model the two numpy calls per parameter were a fifth of a replayed training step).
    tanh_grad(g, y, out)  tanh's gradient g·(1 − y²) in one pass instead of numpy's three (TanhGrad.forward).
+   add_row, sum_rows     a linear layer's bias added to its rows, and a bias gradient's sum over rows (Linear,
+                         Sum): on small layers numpy's per-call cost is many times the arithmetic.
 
    Both are optional: without a C compiler the package installs without this module, and numpy does the same
    work in more passes (tests/events/test_stats.py and tests/nn/test_native_update.py run both paths).
@@ -176,6 +178,23 @@ DEFINE_SGD(sgd_f64, double)
 
 DEFINE_TANH_GRAD(tanh_grad_f32, float)
 DEFINE_TANH_GRAD(tanh_grad_f64, double)
+
+/* add_row_<T>(x, b, rows, m): x[i, j] += b[j] (numpy's `x += b` for b of x's last length: one addition each).
+   sum_rows_<T>(x, out, rows, m): out[j] = 0 + x[0, j] + x[1, j] + ... in row order, numpy's for a sum over
+   axis 0 of a C-contiguous [rows, m >= 2] array (with m == 1 numpy sums pairwise: not taken). */
+#define DEFINE_ROWS(ADD, SUM, T)                                                                    \
+    MULTIVERSION static void ADD(T *restrict x, const T *restrict b, Py_ssize_t rows, Py_ssize_t m) { \
+        for (Py_ssize_t i = 0; i < rows; i++, x += m)                                               \
+            for (Py_ssize_t j = 0; j < m; j++) x[j] = x[j] + b[j];                                  \
+    }                                                                                               \
+    MULTIVERSION static void SUM(const T *restrict x, T *restrict out, Py_ssize_t rows, Py_ssize_t m) { \
+        for (Py_ssize_t j = 0; j < m; j++) out[j] = 0; /* numpy starts from +0: -0.0s sum to +0.0 */\
+        for (Py_ssize_t i = 0; i < rows; i++, x += m)                                               \
+            for (Py_ssize_t j = 0; j < m; j++) out[j] = out[j] + x[j];                              \
+    }
+
+DEFINE_ROWS(add_row_f32, sum_rows_f32, float)
+DEFINE_ROWS(add_row_f64, sum_rows_f64, double)
 
 /* 1 for float32, 2 for float64, 0 (with TypeError or ValueError set) for anything else, or for a buffer whose
    address is not a multiple of its item size (the loops read it as float or double). */
@@ -897,6 +916,71 @@ static PyObject *tanh_grad(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyBool_FromLong(done);
 }
 
+/* Two buffers for the row kernels: a (written when `a_writable`) and b, one float format, C-contiguous, apart. */
+static int take_pair(PyObject *a_obj, PyObject *b_obj, int a_writable, Py_buffer *a, Py_buffer *b, int *kind) {
+    if (PyObject_GetBuffer(a_obj, a, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (a_writable ? PyBUF_WRITABLE : 0)) < 0)
+        return 0;
+    if (PyObject_GetBuffer(b_obj, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (a_writable ? 0 : PyBUF_WRITABLE)) < 0) {
+        PyBuffer_Release(a);
+        return 0;
+    }
+    *kind = float_kind(a, "rows");
+    const char *pa = a->buf, *pb = b->buf;
+    if (*kind && float_kind(b, "rows") == *kind && a->ndim >= 1 && !(pa < pb + b->len && pb < pa + a->len))
+        return 1;
+    PyBuffer_Release(b);
+    PyBuffer_Release(a);
+    return 0;
+}
+
+/* add_row(x, b) -> bool: x += b for b 1-D of x's last length (float32/float64, C-contiguous); False untouched. */
+static PyObject *add_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_row(x, b) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer x, b;
+    int kind, done = 0;
+    if (take_pair(args[0], args[1], 1, &x, &b, &kind)) {
+        Py_ssize_t m = x.shape[x.ndim - 1];
+        if (b.ndim == 1 && b.shape[0] == m && m > 0) {
+            Py_ssize_t rows = x.len / x.itemsize / m;
+            if (kind == 1)
+                add_row_f32((float *)x.buf, (const float *)b.buf, rows, m);
+            else
+                add_row_f64((double *)x.buf, (const double *)b.buf, rows, m);
+            done = 1;
+        }
+        PyBuffer_Release(&b);
+        PyBuffer_Release(&x);
+    }
+    PyErr_Clear();
+    return PyBool_FromLong(done);
+}
+
+/* sum_rows(x, out) -> bool: out = x summed over axis 0 in row order, x 2-D [rows >= 1, m >= 2], out [m]. */
+static PyObject *sum_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "sum_rows(x, out) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer x, out;
+    int kind, done = 0;
+    if (take_pair(args[0], args[1], 0, &x, &out, &kind)) {
+        if (x.ndim == 2 && x.shape[0] >= 1 && x.shape[1] >= 2 && out.ndim == 1 && out.shape[0] == x.shape[1]) {
+            if (kind == 1)
+                sum_rows_f32((const float *)x.buf, (float *)out.buf, x.shape[0], x.shape[1]);
+            else
+                sum_rows_f64((const double *)x.buf, (double *)out.buf, x.shape[0], x.shape[1]);
+            done = 1;
+        }
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&x);
+    }
+    PyErr_Clear();
+    return PyBool_FromLong(done);
+}
+
 /* One pair of sgd_plain: 1 when updated, 0 when numpy must do it (an error is cleared, not raised). */
 static int sgd_pair(PyObject *param, PyObject *grad, double step) {
     Py_buffer p, g;
@@ -988,6 +1072,12 @@ static PyMethodDef methods[] = {
     {"tanh_grad", (PyCFunction)(void (*)(void))tanh_grad, METH_FASTCALL,
      "tanh_grad(g, y, out) -> bool: out = g * (1 - y*y) in one pass (numpy's three roundings) when the three are\n"
      "C-contiguous float32/float64 buffers of one format and shape, out apart from both; else False, untouched."},
+    {"add_row", (PyCFunction)(void (*)(void))add_row, METH_FASTCALL,
+     "add_row(x, b) -> bool: x += b in place for b 1-D of x's last length (one float format, C-contiguous, apart);\n"
+     "False, untouched, otherwise."},
+    {"sum_rows", (PyCFunction)(void (*)(void))sum_rows, METH_FASTCALL,
+     "sum_rows(x, out) -> bool: out = x.sum(axis=0) for x [rows >= 1, m >= 2], added in row order as numpy does\n"
+     "for that layout; False, untouched, otherwise."},
     {NULL, NULL, 0, NULL},
 };
 
