@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -202,7 +203,7 @@ def test_plain_sgd_compiled_and_numpy_updates_equal_p_plus_step_times_g_bit_for_
     from rtxviz import accel
     from rtxviz.optim import sgd as sgd_module
 
-    if native and accel.sgd_plain is None:
+    if native and accel.sgd_plain is None and os.environ.get("RTXVIZ_REQUIRE_NATIVE") != "1":
         pytest.skip("rtxviz._native is not built")
     if not native:
         monkeypatch.setattr(sgd_module, "_sgd_plain", None)
@@ -229,7 +230,8 @@ def test_plain_sgd_compiled_and_numpy_updates_equal_p_plus_step_times_g_bit_for_
     assert params[7].data.tobytes() == start[7].tobytes()
 
 
-@pytest.mark.skipif(__import__("rtxviz.accel", fromlist=["x"]).sgd_plain is None, reason="rtxviz._native not built")
+@pytest.mark.skipif(__import__("rtxviz.accel", fromlist=["x"]).sgd_plain is None
+                    and os.environ.get("RTXVIZ_REQUIRE_NATIVE") != "1", reason="rtxviz._native not built")
 def test_sgd_plain_leaves_what_it_cannot_take_and_checks_its_arguments() -> None:
     """The kernel itself: it updates a float32 pair in place and returns the indices it left untouched (a
     float64 gradient for a float32 parameter, a shape that differs, a read-only parameter, a list entry that is
