@@ -8,6 +8,11 @@
    summary(x)            sum of squares, sum, min and max of x in one read (rtxviz.events.stats).
    add_measured(p, u)    p += u, returning the sums of squares of the new p and of u from the same pass
                          (rtxviz.optim: the optimizer report's ‖p‖ and ‖u‖ for free).
+   sgd_plain(ps, gs, s)  plain SGD's p += g·s over every parameter in one call (rtxviz.optim.SGD: on a small
+                         model the two numpy calls per parameter were a fifth of a replayed training step).
+   tanh_grad(g, y, out)  tanh's gradient g·(1 − y²) in one pass instead of numpy's three (TanhGrad.forward).
+   add_row, sum_rows     a linear layer's bias added to its rows, and a bias gradient's sum over rows (Linear,
+                         Sum): on small layers numpy's per-call cost is many times the arithmetic.
 
    Both are optional: without a C compiler the package installs without this module, and numpy does the same
    work in more passes (tests/events/test_stats.py and tests/nn/test_native_update.py run both paths).
@@ -137,6 +142,59 @@ DEFINE_SUMMARY(summary_f64, double, 32)
 
 DEFINE_ADD_MEASURED(add_measured_f32, float, 32)
 DEFINE_ADD_MEASURED(add_measured_f64, double, 32)
+
+/* sgd_<T>(p, g, n, step): p[i] = p[i] + g[i]·step, rounded after the product and after the sum: the same two
+   IEEE operations as the numpy path's `np.multiply(g, step, out=scratch); p += scratch`, so the parameters are
+   bit for bit equal. Contraction into a fused multiply-add (one rounding) is switched off for this function:
+   x86-64-v3 has FMA, and GCC contracts by default. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define NO_FP_CONTRACT /* clang and MSVC do not contract across statements unless told to */
+#endif
+#define DEFINE_SGD(NAME, T)                                                                         \
+    MULTIVERSION NO_FP_CONTRACT static void NAME(T *restrict p, const T *restrict g, Py_ssize_t n, T step) { \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                        \
+            T u = g[i] * step;                                                                      \
+            p[i] = p[i] + u;                                                                        \
+        }                                                                                           \
+    }
+
+DEFINE_SGD(sgd_f32, float)
+DEFINE_SGD(sgd_f64, double)
+
+/* tanh_grad_<T>(g, y, out, n): out = g·(1 − y·y), three roundings as numpy's `g * (1.0 - y * y)` (the operands
+   in that order, so even a NaN's payload is the one numpy keeps); no contraction, as sgd above. */
+#define DEFINE_TANH_GRAD(NAME, T)                                                                   \
+    MULTIVERSION NO_FP_CONTRACT static void NAME(const T *restrict g, const T *restrict y, T *restrict out, \
+                                                 Py_ssize_t n) {                                   \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                        \
+            T v = y[i];                                                                             \
+            T s = v * v;                                                                            \
+            T d = (T)1 - s;                                                                         \
+            out[i] = g[i] * d;                                                                      \
+        }                                                                                           \
+    }
+
+DEFINE_TANH_GRAD(tanh_grad_f32, float)
+DEFINE_TANH_GRAD(tanh_grad_f64, double)
+
+/* add_row_<T>(x, b, rows, m): x[i, j] += b[j] (numpy's `x += b` for b of x's last length: one addition each).
+   sum_rows_<T>(x, out, rows, m): out[j] = 0 + x[0, j] + x[1, j] + ... in row order, numpy's for a sum over
+   axis 0 of a C-contiguous [rows, m >= 2] array (with m == 1 numpy sums pairwise: not taken). */
+#define DEFINE_ROWS(ADD, SUM, T)                                                                    \
+    MULTIVERSION static void ADD(T *restrict x, const T *restrict b, Py_ssize_t rows, Py_ssize_t m) { \
+        for (Py_ssize_t i = 0; i < rows; i++, x += m)                                               \
+            for (Py_ssize_t j = 0; j < m; j++) x[j] = x[j] + b[j];                                  \
+    }                                                                                               \
+    MULTIVERSION static void SUM(const T *restrict x, T *restrict out, Py_ssize_t rows, Py_ssize_t m) { \
+        for (Py_ssize_t j = 0; j < m; j++) out[j] = 0; /* numpy starts from +0: -0.0s sum to +0.0 */\
+        for (Py_ssize_t i = 0; i < rows; i++, x += m)                                               \
+            for (Py_ssize_t j = 0; j < m; j++) out[j] = out[j] + x[j];                              \
+    }
+
+DEFINE_ROWS(add_row_f32, sum_rows_f32, float)
+DEFINE_ROWS(add_row_f64, sum_rows_f64, double)
 
 /* 1 for float32, 2 for float64, 0 (with TypeError or ValueError set) for anything else, or for a buffer whose
    address is not a multiple of its item size (the loops read it as float or double). */
@@ -817,6 +875,172 @@ static PyObject *col2im_wide(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* tanh_grad(g, y, out) -> True when out = g·(1 − y²) was written; False (nothing written) unless all three are
+   C-contiguous, aligned float32/float64 buffers of one format and shape, out overlapping neither input. */
+static PyObject *tanh_grad(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "tanh_grad(g, y, out) takes 3 arguments");
+        return NULL;
+    }
+    Py_buffer v[3];
+    int got = 0, done = 0;
+    for (; got < 3; got++) {
+        int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (got == 2 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[got], &v[got], flags) < 0) break;
+    }
+    if (got == 3) {
+        int kind = float_kind(&v[0], "tanh_grad");
+        int fits = kind && float_kind(&v[1], "tanh_grad") == kind && float_kind(&v[2], "tanh_grad") == kind;
+        for (int k = 1; fits && k < 3; k++) {
+            fits = v[k].ndim == v[0].ndim && v[k].len == v[0].len;
+            for (int i = 0; fits && i < v[0].ndim; i++) fits = v[k].shape[i] == v[0].shape[i];
+        }
+        const char *o = v[2].buf;
+        for (int k = 0; fits && k < 2; k++) {
+            const char *a = v[k].buf;
+            fits = !(o < a + v[k].len && a < o + v[2].len);
+        }
+        if (fits) {
+            Py_ssize_t n = v[0].len / v[0].itemsize;
+            PyThreadState *saved = n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+            if (kind == 1)
+                tanh_grad_f32((const float *)v[0].buf, (const float *)v[1].buf, (float *)v[2].buf, n);
+            else
+                tanh_grad_f64((const double *)v[0].buf, (const double *)v[1].buf, (double *)v[2].buf, n);
+            if (saved) PyEval_RestoreThread(saved);
+            done = 1;
+        }
+    }
+    PyErr_Clear(); /* a buffer the kernel does not take: the caller's numpy expression does the work */
+    while (got > 0) PyBuffer_Release(&v[--got]);
+    return PyBool_FromLong(done);
+}
+
+/* Two buffers for the row kernels: a (written when `a_writable`) and b, one float format, C-contiguous, apart. */
+static int take_pair(PyObject *a_obj, PyObject *b_obj, int a_writable, Py_buffer *a, Py_buffer *b, int *kind) {
+    if (PyObject_GetBuffer(a_obj, a, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (a_writable ? PyBUF_WRITABLE : 0)) < 0)
+        return 0;
+    if (PyObject_GetBuffer(b_obj, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (a_writable ? 0 : PyBUF_WRITABLE)) < 0) {
+        PyBuffer_Release(a);
+        return 0;
+    }
+    *kind = float_kind(a, "rows");
+    const char *pa = a->buf, *pb = b->buf;
+    if (*kind && float_kind(b, "rows") == *kind && a->ndim >= 1 && !(pa < pb + b->len && pb < pa + a->len))
+        return 1;
+    PyBuffer_Release(b);
+    PyBuffer_Release(a);
+    return 0;
+}
+
+/* add_row(x, b) -> bool: x += b for b 1-D of x's last length (float32/float64, C-contiguous); False untouched. */
+static PyObject *add_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_row(x, b) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer x, b;
+    int kind, done = 0;
+    if (take_pair(args[0], args[1], 1, &x, &b, &kind)) {
+        Py_ssize_t m = x.shape[x.ndim - 1];
+        if (b.ndim == 1 && b.shape[0] == m && m > 0) {
+            Py_ssize_t rows = x.len / x.itemsize / m;
+            if (kind == 1)
+                add_row_f32((float *)x.buf, (const float *)b.buf, rows, m);
+            else
+                add_row_f64((double *)x.buf, (const double *)b.buf, rows, m);
+            done = 1;
+        }
+        PyBuffer_Release(&b);
+        PyBuffer_Release(&x);
+    }
+    PyErr_Clear();
+    return PyBool_FromLong(done);
+}
+
+/* sum_rows(x, out) -> bool: out = x summed over axis 0 in row order, x 2-D [rows >= 1, m >= 2], out [m]. */
+static PyObject *sum_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "sum_rows(x, out) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer x, out;
+    int kind, done = 0;
+    if (take_pair(args[0], args[1], 0, &x, &out, &kind)) {
+        if (x.ndim == 2 && x.shape[0] >= 1 && x.shape[1] >= 2 && out.ndim == 1 && out.shape[0] == x.shape[1]) {
+            if (kind == 1)
+                sum_rows_f32((const float *)x.buf, (float *)out.buf, x.shape[0], x.shape[1]);
+            else
+                sum_rows_f64((const double *)x.buf, (double *)out.buf, x.shape[0], x.shape[1]);
+            done = 1;
+        }
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&x);
+    }
+    PyErr_Clear();
+    return PyBool_FromLong(done);
+}
+
+/* One pair of sgd_plain: 1 when updated, 0 when numpy must do it (an error is cleared, not raised). */
+static int sgd_pair(PyObject *param, PyObject *grad, double step) {
+    Py_buffer p, g;
+    if (PyObject_GetBuffer(param, &p, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyObject_GetBuffer(grad, &g, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&p);
+        return 0;
+    }
+    int done = 0;
+    int kind = float_kind(&p, "sgd_plain");
+    /* the same format and shape (numpy would cast or broadcast: its path does that), and no overlap (the
+       numpy path reads the whole gradient before it writes the parameter) */
+    int fits = kind && float_kind(&g, "sgd_plain") == kind && p.ndim == g.ndim && p.len == g.len;
+    for (int i = 0; fits && i < p.ndim; i++) fits = p.shape[i] == g.shape[i];
+    const char *pa = p.buf, *ga = g.buf;
+    if (fits && !(pa < ga + g.len && ga < pa + p.len)) {
+        Py_ssize_t n = p.len / p.itemsize;
+        PyThreadState *saved = n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+        if (kind == 1)
+            sgd_f32((float *)p.buf, (const float *)g.buf, n, (float)step); /* numpy's double -> float rounding */
+        else
+            sgd_f64((double *)p.buf, (const double *)g.buf, n, step);
+        if (saved) PyEval_RestoreThread(saved);
+        done = 1;
+    }
+    PyErr_Clear(); /* float_kind's TypeError/ValueError: that pair goes to numpy */
+    PyBuffer_Release(&g);
+    PyBuffer_Release(&p);
+    return done;
+}
+
+/* sgd_plain(params, grads, step) -> list of the indices left to numpy */
+static PyObject *sgd_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
+        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "sgd_plain(params, grads, step): two lists of one length and a float");
+        return NULL;
+    }
+    double step = PyFloat_AsDouble(args[2]);
+    if (step == -1.0 && PyErr_Occurred()) return NULL;
+    PyObject *left = PyList_New(0);
+    if (left == NULL) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(args[0]);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (sgd_pair(PyList_GET_ITEM(args[0], i), PyList_GET_ITEM(args[1], i), step)) continue;
+        PyObject *index = PyLong_FromSsize_t(i);
+        if (index == NULL || PyList_Append(left, index) < 0) {
+            Py_XDECREF(index);
+            Py_DECREF(left);
+            return NULL;
+        }
+        Py_DECREF(index);
+    }
+    return left;
+}
+
 static PyMethodDef methods[] = {
     {"summary", summary, METH_O,
      "summary(buffer) -> (sum of squares, sum, min, max) of a C-contiguous float32/float64 buffer, in one pass.\n"
@@ -841,6 +1065,19 @@ static PyMethodDef methods[] = {
     {"col2im_wide", (PyCFunction)(void (*)(void))col2im_wide, METH_FASTCALL,
      "col2im_wide(cols, dx, c, n, h, w, hp, wp, ph, pw, kh, kw, dh, dw, ho): a stride-1 convolution's wide-row\n"
      "columns [c, kh, kw, n, ho*wp] added back into the input gradient dx [n, c, h, w] (written whole)."},
+    {"sgd_plain", (PyCFunction)(void (*)(void))sgd_plain, METH_FASTCALL,
+     "sgd_plain(params, grads, step) -> [indices left]: params[i] += grads[i] * step in place, one pass each, the\n"
+     "product and the sum each rounded (numpy's two operations). A pair that is not two C-contiguous, aligned,\n"
+     "non-overlapping float32/float64 buffers of one format and shape is left alone and its index returned."},
+    {"tanh_grad", (PyCFunction)(void (*)(void))tanh_grad, METH_FASTCALL,
+     "tanh_grad(g, y, out) -> bool: out = g * (1 - y*y) in one pass (numpy's three roundings) when the three are\n"
+     "C-contiguous float32/float64 buffers of one format and shape, out apart from both; else False, untouched."},
+    {"add_row", (PyCFunction)(void (*)(void))add_row, METH_FASTCALL,
+     "add_row(x, b) -> bool: x += b in place for b 1-D of x's last length (one float format, C-contiguous, apart);\n"
+     "False, untouched, otherwise."},
+    {"sum_rows", (PyCFunction)(void (*)(void))sum_rows, METH_FASTCALL,
+     "sum_rows(x, out) -> bool: out = x.sum(axis=0) for x [rows >= 1, m >= 2], added in row order as numpy does\n"
+     "for that layout; False, untouched, otherwise."},
     {NULL, NULL, 0, NULL},
 };
 

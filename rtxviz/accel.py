@@ -3,6 +3,10 @@ compiler at install) or when the environment variable ``RTXVIZ_NO_NATIVE=1`` ask
 
     summary(x)           -> (sum of squares, sum, min, max) in one pass   (rtxviz.summary)
     add_measured(p, u)   -> p += u, and (‖p‖², ‖u‖²) from the same pass  (rtxviz.optim)
+    sgd_plain(ps, gs, s) -> p += g·s for every pair, one call; the indices of pairs it left to numpy (SGD)
+    tanh_grad(g, y, out) -> out = g·(1 − y²) in one pass, True; False when it cannot take them (TanhGrad)
+    add_row(x, b)        -> x += b for b of x's last length, True; False untouched (Linear's bias)
+    sum_rows(x, out)     -> out = x.sum(axis=0) in numpy's row order for x [n, m >= 2], True; else False (Sum)
     lstm_forward_step / lstm_backward_step   one time step of an LSTM layer's element-wise work, float32
                                              (rtxviz.engine.ops.nn_recurrent; the matmuls stay numpy's)
     max_pool2d_forward / max_pool2d_scatter  max pooling's window maximum and its gradient, one pass each
@@ -21,8 +25,8 @@ import importlib
 import os
 from typing import Any
 
-__all__ = ["add_measured", "col2im_wide", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward",
-           "max_pool2d_scatter", "summary"]
+__all__ = ["add_measured", "add_row", "col2im_wide", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward",
+           "max_pool2d_scatter", "sgd_plain", "sum_rows", "summary", "tanh_grad"]
 
 summary: Any = None
 add_measured: Any = None
@@ -31,6 +35,10 @@ lstm_backward_step: Any = None
 max_pool2d_forward: Any = None
 max_pool2d_scatter: Any = None
 col2im_wide: Any = None
+sgd_plain: Any = None
+tanh_grad: Any = None
+add_row: Any = None
+sum_rows: Any = None
 
 if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
     try:
@@ -45,3 +53,7 @@ if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
         max_pool2d_forward = getattr(_native, "max_pool2d_forward", None)
         max_pool2d_scatter = getattr(_native, "max_pool2d_scatter", None)
         col2im_wide = getattr(_native, "col2im_wide", None)
+        sgd_plain = getattr(_native, "sgd_plain", None)
+        tanh_grad = getattr(_native, "tanh_grad", None)
+        add_row = getattr(_native, "add_row", None)
+        sum_rows = getattr(_native, "sum_rows", None)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..accel import sgd_plain as _sgd_plain  # None: numpy's two calls per parameter
 from ..engine import versions as _versions
 from ..engine.device import xp_of
 from .optimizer import Optimizer, ends_with_add_update
@@ -48,14 +49,12 @@ class SGD(Optimizer):
         if updates is not None or type(self)._update is not SGD._update or not self._plain():
             super()._step(updates)
             return
-        states, scratches = self.state, self._scratch
+        states = self.state
         written: list = []  # bumped together at the end (one stamp), also when a step fails half-way
         try:
             for group in self.param_groups:
                 step = -group["lr"]
-                # numpy's ufuncs take a 0-d array of the parameter's dtype for about half of what a Python float
-                # costs them; the float rounds to that dtype either way, so the product is the same
-                steps: dict = {}
+                params, datas, grads = [], [], []
                 for p in group["params"]:
                     g = p._grad  # the slot: `p.grad` is a property
                     if g is None:
@@ -63,23 +62,49 @@ class SGD(Optimizer):
                     key = id(p)
                     if key not in states:
                         states[key] = {}
-                    data, grad = p.data, g.data
-                    if grad.dtype is not data.dtype and grad.dtype != data.dtype:
-                        grad = grad.astype(data.dtype)
-                    scratch = scratches.get(key)
-                    if scratch is None or scratch.shape != data.shape or scratch.dtype != data.dtype:
-                        scratch = scratches[key] = xp_of(data).empty_like(data)
-                    if type(data) is np.ndarray:
-                        factor = steps.get(data.dtype)
-                        if factor is None:
-                            factor = steps[data.dtype] = np.array(step, dtype=data.dtype)
-                        np.multiply(grad, factor, out=scratch)
-                    else:
-                        xp_of(data).multiply(grad, step, out=scratch)
-                    data += scratch
-                    written.append(data)
+                    params.append(p)
+                    datas.append(p.data)
+                    grads.append(g.data)
+                if not datas:
+                    continue
+                if _sgd_plain is not None and type(step) is float:
+                    # one compiled call for the whole group: the same two IEEE operations per element as the
+                    # numpy loop below, for every pair of one float format and shape (tests/nn/test_optim.py
+                    # compares both bit for bit); it hands back the pairs it did not take (a cast, a broadcast,
+                    # a device array, overlapping buffers)
+                    left = _sgd_plain(datas, grads, step)
+                    if not left:
+                        written += datas
+                        continue
+                    taken = set(range(len(datas))).difference(left)
+                    written += [datas[i] for i in taken]
+                else:
+                    left = range(len(datas))
+                steps: dict = {}
+                for i in left:
+                    self._plain_numpy(params[i], datas[i], grads[i], step, steps)
+                    written.append(datas[i])
         finally:
             _versions.bump_all(written, self._site)  # a graph that saved these parameters must not use them now
+
+    def _plain_numpy(self, p: Any, data: Any, grad: Any, step: float, steps: dict) -> None:
+        """p ← p + step·g with numpy (or cupy): the product into a kept scratch array, then added in place."""
+        if grad.dtype is not data.dtype and grad.dtype != data.dtype:
+            grad = grad.astype(data.dtype)
+        key = id(p)
+        scratch = self._scratch.get(key)
+        if scratch is None or scratch.shape != data.shape or scratch.dtype != data.dtype:
+            scratch = self._scratch[key] = xp_of(data).empty_like(data)
+        if type(data) is np.ndarray:
+            # numpy's ufuncs take a 0-d array of the parameter's dtype for about half of what a Python float
+            # costs them; the float rounds to that dtype either way, so the product is the same
+            factor = steps.get(data.dtype)
+            if factor is None:
+                factor = steps[data.dtype] = np.array(step, dtype=data.dtype)
+            np.multiply(grad, factor, out=scratch)
+        else:
+            xp_of(data).multiply(grad, step, out=scratch)
+        data += scratch
 
     def _plain(self) -> bool:
         """No group uses momentum, weight decay or maximize: the one-loop update applies."""

@@ -891,3 +891,154 @@ def test_a_reset_inside_fn_is_replayed_when_the_grads_were_none_at_capture(reset
     for _ in range(3):
         graph.execute(x)
         np.testing.assert_array_equal(w.grad.data, [3.0, 4.0])
+
+
+# -- run_cached's first try: the graph it last served for fn, checked without building the key ---------------------
+def _counts() -> tuple[int, int]:
+    stats = graph_cache_stats()
+    return stats["captures"], stats["hits"]
+
+
+def test_run_cached_recent_graph_is_used_only_where_the_lookup_would_find_it() -> None:
+    """run_cached first tries the graph it last served for fn (`_Cache.recent`, checked by `_fits_call`). Every
+    part of the lookup key that changes sends it to a capture (a miss), never to a replay of that graph; going
+    back to the first call replays again; the losses equal x·w summed in float64 numpy each time."""
+    w = _param(4)
+    other = _param(4)
+
+    def step(x: Tensor) -> Variable:
+        loss = (x @ w).sum()
+        loss.backward()
+        return loss
+
+    def call(x, expect: tuple[int, int], **kw) -> None:
+        before = _counts()
+        w.grad = None
+        got = run_cached(step, x, **kw)
+        assert (_counts()[0] - before[0], _counts()[1] - before[1]) == expect, kw
+        want = (x.data.astype(np.float64) @ w.data.astype(np.float64)).sum()
+        np.testing.assert_allclose(float(got.data), want, rtol=1e-5)
+        np.testing.assert_allclose(w.grad.data, x.data.sum(axis=0), rtol=1e-5)
+
+    x = _t(2, 4)
+    call(x, (1, 0), params=[w])
+    call(_t(2, 4), (0, 1), params=[w])  # new values, same signature: the recent graph
+    call(_t(3, 4), (1, 0), params=[w])  # shape
+    call(Variable(x.data.copy(), requires_grad=True), (1, 0), params=[w])  # kind: a leaf that requires grad
+    call(x, (1, 0), params=[w], key="other branch")  # key=
+    call(x, (1, 0))  # params= left out
+    call(x, (1, 0), params=[w, other])  # params= with one more entry
+    call(x, (1, 0), params=[other, w])  # ... or in another order
+    call(x, (0, 1), params=[w])  # the first call again: found by the lookup, a replay
+    call(x, (0, 1), params=[w])  # and now the recent graph
+    def square(t: Tensor) -> Variable:
+        return (t * t).sum()
+
+    before = _counts()
+    for dtype in ("float32", "float64", "float32", "float64"):  # dtype: one graph each, then replays
+        t = _t(2, 4, dtype=dtype)
+        got = run_cached(square, t)
+        assert got.dtype == t.dtype and float(got.data) == pytest.approx(float((t.data ** 2).sum()), rel=1e-5)
+    assert _counts() == (before[0] + 2, before[1] + 2)
+    with no_grad():
+        before = _counts()
+        run_cached(lambda t: (t @ w).sum(), x)
+        run_cached(lambda t: (t @ w).sum(), x)  # another lambda each time: another fn, another graph
+        assert _counts()[0] - before[0] == 2
+    w.requires_grad = False  # no longer a parameter: the lookup's own error, not a replay
+    with pytest.raises(GraphCacheError, match="params: entry 0"):
+        run_cached(step, x, params=[w])
+    w.requires_grad = True
+    with pytest.raises(GraphCacheError, match="inputs must be Tensors"):
+        run_cached(step, x.data, params=[w])
+    call(x, (0, 1), params=[w])
+
+
+def test_run_cached_recent_graph_follows_eviction_grad_mode_and_module_mode() -> None:
+    """The recent graph is forgotten when the cache drops it (capacity 1: the next signature evicts it) or a new
+    cache starts; a grad-mode change or a module switched to eval mode is a miss that finds (or captures) the
+    other variant, and the replayed results equal eager ones."""
+    from rtxviz import nn
+
+    init_graph_cache(1)
+    w, step = _simple()
+    x, z = _t(2, 4), _t(3, 4)
+    run_cached(step, x)
+    run_cached(step, z)  # evicts the (2, 4) graph
+    before = _counts()
+    run_cached(step, x)
+    assert _counts()[0] - before[0] == 1 and graph_cache_stats()["evictions"] == 2
+
+    def other(t: Tensor) -> Variable:
+        return (t * 2.0).sum()
+
+    before = _counts()
+    for _ in range(2):  # two functions take turns in a cache of one graph: each evicts the other's
+        run_cached(other, x)
+        run_cached(step, x)
+    assert _counts() == (before[0] + 4, before[1])
+    init_graph_cache()
+    before = _counts()
+    run_cached(step, x)
+    assert _counts()[0] - before[0] == 1
+
+    rrandom.manual_seed(5)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+
+    def forward(t: Tensor) -> Variable:
+        return model(t).sum()
+
+    run_cached(forward, x)
+    run_cached(forward, x)
+    model.eval()
+    before = _counts()
+    got = run_cached(forward, x)  # eval: dropout off, a graph of its own
+    assert _counts()[0] - before[0] == 1
+    np.testing.assert_allclose(float(got.data), _np_mlp(model, x).sum(), rtol=1e-5)
+    got = run_cached(forward, x)
+    assert _counts()[1] - before[1] == 1
+    np.testing.assert_allclose(float(got.data), _np_mlp(model, x).sum(), rtol=1e-5)
+    with no_grad():
+        before = _counts()
+        run_cached(forward, x)
+        assert _counts()[0] - before[0] == 1  # grad mode is part of the key
+    model.train()
+    before = _counts()
+    run_cached(forward, x)
+    assert _counts() == (before[0], before[1] + 1)  # the training graph, found again
+
+
+def test_module_training_steps_through_run_cached_equal_eager_bit_for_bit() -> None:
+    """The benchmark's loop (zero_grad, run_cached(forward + mse_loss + backward), SGD step) over six steps, with
+    new batches, equals the same loop run eagerly on a twin model: losses, gradients and parameters bit for bit."""
+    from rtxviz import nn, optim
+    from rtxviz.nn import functional as F
+
+    def build():
+        rtxviz.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 1))
+        return model, optim.SGD(model.parameters(), lr=0.05)
+
+    (model, opt), (twin, twin_opt) = build(), build()
+    params = list(model.parameters())
+
+    def forward_backward(x: Tensor, y: Tensor) -> Variable:
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    for _ in range(6):
+        x, y = _t(8, 16), _t(8, 1)
+        opt.zero_grad()
+        got = run_cached(forward_backward, x, y, params=params)
+        twin_opt.zero_grad()
+        want = F.mse_loss(twin(x), y)
+        want.backward()
+        assert got.data.tobytes() == want.data.tobytes()
+        for p, q in zip(params, twin.parameters(), strict=True):
+            assert p.grad.data.tobytes() == q.grad.data.tobytes()
+        opt.step()
+        twin_opt.step()
+        for p, q in zip(params, twin.parameters(), strict=True):
+            assert p.data.tobytes() == q.data.tobytes()
+    assert graph_cache_stats()["captures"] == 1 and graph_cache_stats()["hits"] == 5

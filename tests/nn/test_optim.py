@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -173,3 +174,79 @@ def test_plain_sgd_fast_path_equals_the_general_path_bit_for_bit() -> None:
     for f, g, e in zip(fast, general, expected, strict=True):
         assert f.numpy().tobytes() == g.numpy().tobytes() == e.tobytes()
     assert opt_fast.state_dict()["state"].keys() == opt_general.state_dict()["state"].keys() == {0, 1}
+
+
+def _sgd_cases() -> tuple[list, list]:
+    """(start arrays, gradients) covering what the compiled plain-SGD call takes and what it leaves to numpy."""
+    rng = np.random.default_rng(11)
+    shared = np.arange(9, dtype=np.float32) / 7
+    start = [rng.standard_normal((67, 65)).astype(np.float32),  # past the vector lanes, with a tail
+             rng.standard_normal(33).astype(np.float32),
+             rng.standard_normal(()).astype(np.float32),  # 0-d
+             rng.standard_normal((7, 5)),  # float64
+             rng.standard_normal(4).astype(np.float32),  # float64 gradient: cast first (numpy)
+             np.asfortranarray(rng.standard_normal((4, 3)).astype(np.float32)),  # not C-contiguous (numpy)
+             shared[:6],  # its gradient overlaps it (numpy)
+             rng.standard_normal(2).astype(np.float32)]  # no gradient: left alone
+    grads = [rng.standard_normal((67, 65)).astype(np.float32), rng.standard_normal(33).astype(np.float32),
+             rng.standard_normal(()).astype(np.float32), rng.standard_normal((7, 5)), rng.standard_normal(4),
+             rng.standard_normal((4, 3)).astype(np.float32), shared[3:9], None]
+    return start, grads
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
+def test_plain_sgd_compiled_and_numpy_updates_equal_p_plus_step_times_g_bit_for_bit(native, monkeypatch) -> None:
+    """SGD._step's one compiled call over a group (rtxviz._native `sgd_plain`) and its numpy loop give the same
+    bits as p + (-lr)·g rounded after each operation, computed here with numpy; the pairs the kernel cannot take
+    (a cast, a Fortran-order parameter, a gradient overlapping its parameter) go to numpy, and two groups with
+    their own learning rates each use theirs."""
+    from rtxviz import accel
+    from rtxviz.optim import sgd as sgd_module
+
+    if native and accel.sgd_plain is None and os.environ.get("RTXVIZ_REQUIRE_NATIVE") != "1":
+        pytest.skip("rtxviz._native is not built")
+    if not native:
+        monkeypatch.setattr(sgd_module, "_sgd_plain", None)
+    start, grads = _sgd_cases()
+    params = [Parameter(Tensor(a.copy(order="K"))) for a in start]
+    params[6] = Parameter(Tensor(start[6]))  # a view of `shared`, as its gradient is
+    assert not params[5].data.flags.c_contiguous and params[6].data.base is not None
+    opt = SGD([{"params": params[:4]}, {"params": params[4:], "lr": 0.013}], lr=0.37)
+    expected = [a.copy() for a in start]
+    for _ in range(3):
+        for p, g in zip(params, grads, strict=True):
+            p.grad = None if g is None else Variable(g)
+        before = [np.array(p.data) for p in params]
+        read = [None if g is None else np.array(g) for g in grads]  # the overlapping one changes in the step
+        opt.step()
+        for n, (e, g) in enumerate(zip(expected, read, strict=True)):
+            if g is None:
+                continue
+            lr = 0.37 if n < 4 else 0.013
+            g = g.astype(e.dtype)
+            e[...] = before[n] + np.multiply(g, np.array(-lr, dtype=e.dtype))  # two roundings, as numpy's path
+    for n, (p, e) in enumerate(zip(params, expected, strict=True)):
+        assert p.data.dtype == e.dtype and p.data.tobytes() == np.asarray(e, order="C").tobytes(), n
+    assert params[7].data.tobytes() == start[7].tobytes()
+
+
+@pytest.mark.skipif(__import__("rtxviz.accel", fromlist=["x"]).sgd_plain is None
+                    and os.environ.get("RTXVIZ_REQUIRE_NATIVE") != "1", reason="rtxviz._native not built")
+def test_sgd_plain_leaves_what_it_cannot_take_and_checks_its_arguments() -> None:
+    """The kernel itself: it updates a float32 pair in place and returns the indices it left untouched (a
+    float64 gradient for a float32 parameter, a shape that differs, a read-only parameter, a list entry that is
+    no array at all); bad arguments raise TypeError naming the call."""
+    from rtxviz.accel import sgd_plain
+
+    p = np.ones(5, np.float32)
+    ro = np.ones(3, np.float32)
+    ro.flags.writeable = False
+    params = [p, np.ones(4, np.float32), np.ones(4, np.float32), ro, "not an array"]
+    grads = [np.full(5, 2.0, np.float32), np.ones(4), np.ones((2, 2), np.float32), np.ones(3, np.float32),
+             np.ones(1, np.float32)]
+    assert sgd_plain(params, grads, -0.5) == [1, 2, 3, 4]
+    assert p.tolist() == [0.0] * 5 and params[1].tolist() == [1.0] * 4 and ro.tolist() == [1.0] * 3
+    with pytest.raises(TypeError, match="sgd_plain"):
+        sgd_plain([p], [], -0.5)
+    with pytest.raises(TypeError):
+        sgd_plain([p], [grads[0]], "fast")

@@ -95,7 +95,10 @@ class Codegen:
                     body.append(f"if type(s{m}) is not _ndarray: s{m} = _as_array(s{m}, {self.ref(in_refs[0])})")
             elif kind == "seed":
                 _, m, shape, dtype, xp = ins  # xp: the seed's array module (numpy, cupy), as captured
-                body.append(f"s{m} = {self.glob(xp, 'X')}.ones({shape!r}, {self.glob(dtype, 'D')})")
+                if xp is np:  # a copy of a kept ones: one C call, where numpy's ones() is empty() + copyto()
+                    body.append(f"s{m} = {self.glob(np.ones(shape, dtype), 'ONE')}.copy()")
+                else:
+                    body.append(f"s{m} = {self.glob(xp, 'X')}.ones({shape!r}, {self.glob(dtype, 'D')})")
             elif kind == "reset":
                 body.append(f"{self._leaf(ins[1])}.grad = None")
             elif kind == "leaf":

@@ -153,7 +153,7 @@ class CachedGraph:
                 m = ref()
                 if m is None:
                     return False
-                if m.training is not training or m.structure_version != version:
+                if m.training is not training or m._version != version:  # structure_version, without the property
                     return False
         return not (_hooks.ACTIVE or self._hook_ids) or active_hook_ids() == self._hook_ids
 
@@ -179,6 +179,34 @@ class CachedGraph:
                 self.counts.misses += 1
                 emit("miss", self, why=why)
                 raise GraphCacheError(f"graph cache: this cached graph does not fit the call: {why}")
+        return self._replay(inputs)
+
+    def _fits_call(self, inputs: tuple, user_key: Any, params: Any) -> bool:
+        """True when `run_cached(self.fn, *inputs, key=user_key, params=params)` would find this graph: the
+        same key= and params= (the same objects, still leaves that require grad) and `_fits` on the rest (the
+        inputs' shapes, dtypes and kinds, grad mode, hooks, modules). False sends run_cached to its lookup."""
+        if user_key is not self.user_key and user_key != self.user_key:
+            return False
+        ids = self.param_ids
+        if params is None or ids is None:
+            if params is not ids:
+                return False
+        else:
+            n = 0
+            count = len(ids)
+            for p in params:  # what param_ids checks, against the ids of the capture
+                if n == count or id(p) != ids[n] or not p.requires_grad or p._node is not None:
+                    return False
+                n += 1
+            if n != count:
+                return False
+        try:
+            return self._fits(inputs)
+        except AttributeError:  # an input that is no Tensor: run_cached's lookup raises the error that names it
+            return False
+
+    def _replay(self, inputs: tuple) -> Any:
+        """Run the program on inputs that fit (checked by the caller) and count the hit."""
         out = self._program(inputs)
         self.replays += 1
         self.counts.hits += 1

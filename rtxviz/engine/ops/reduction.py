@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ...accel import sum_rows as _sum_rows  # None: numpy's add.reduce
 from ..device import xp_of
 from ..dtypes import int64
 from ..errors import DTypeError, ShapeError
@@ -51,7 +52,14 @@ class Sum(Op):
     def forward(ctx: Any, x: Any) -> Any:
         ctx.state = x.shape
         if type(x) is np.ndarray:  # what ndarray.sum calls, without numpy's Python wrapper in between
-            return _add_reduce(x, ctx.attrs["dims"], keepdims=ctx.attrs["keepdim"])
+            attrs = ctx.attrs
+            if _sum_rows is not None and x.ndim == 2 and attrs["dims"] == (0,) and not attrs["keepdim"]:
+                # a bias gradient: the rows added in numpy's order for this layout, in one compiled call (it
+                # declines one column, where numpy sums pairwise, and other formats and layouts)
+                out = np.empty(x.shape[1], x.dtype)
+                if _sum_rows(x, out):
+                    return out
+            return _add_reduce(x, attrs["dims"], keepdims=attrs["keepdim"])
         return x.sum(axis=ctx.attrs["dims"], keepdims=ctx.attrs["keepdim"])
 
     @staticmethod
