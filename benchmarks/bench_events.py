@@ -59,7 +59,7 @@ import numpy as np  # noqa: E402  (after the thread count is set)
 ROOT = Path(os.environ.get("RTXVIZ_BENCH_ROOT") or Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(ROOT))
 
-from serving import root_env, server_process  # noqa: E402
+from serving import process_cpu_s, root_env, server_process  # noqa: E402
 
 import rtxviz.events as events  # noqa: E402
 from rtxviz import (  # noqa: E402
@@ -250,6 +250,49 @@ def mlp_step(params, x, onehot, opt) -> float:
     return float(loss.data)
 
 
+class CpuSplit:
+    """Where one variant's CPU goes, summed over its rounds: the training thread (`time.thread_time` around each
+    step), the emitter's sender thread and the server process (their CPU clocks read at the variant's setup and
+    after its teardown, which waits until the server has acknowledged the variant's events). CPU time, unlike the
+    wall-clock medians, is nearly the same on a quiet and a loaded machine; it says which part to cut."""
+
+    def __init__(self, sender: threading.Thread | None = None, server_pid: int | None = None) -> None:
+        self.sender, self.server_pid = sender, server_pid
+        self.steps = 0
+        self.train_s = self.sender_s = self.server_s = 0.0
+        self._at: tuple[float, float] = (0.0, 0.0)
+
+    def _sender_cpu(self) -> float:
+        ident = self.sender.ident if self.sender is not None else None
+        return time.clock_gettime(time.pthread_getcpuclockid(ident)) if ident is not None else 0.0
+
+    def _server_cpu(self) -> float:
+        return (process_cpu_s(self.server_pid) or 0.0) if self.server_pid is not None else 0.0
+
+    def wrap(self, setup, fn, teardown):
+        """(setup, fn, teardown) for `alternate`, metered."""
+        def metered_setup():
+            self._at = (self._sender_cpu(), self._server_cpu())
+            setup()
+
+        def metered_fn():
+            t0 = time.thread_time()
+            fn()
+            self.train_s += time.thread_time() - t0
+            self.steps += 1
+
+        def metered_teardown():
+            teardown()
+            self.sender_s += self._sender_cpu() - self._at[0]
+            self.server_s += self._server_cpu() - self._at[1]
+
+        return metered_setup, metered_fn, metered_teardown
+
+    def per_step_ms(self) -> tuple[float, float, float]:
+        n = max(self.steps, 1)
+        return 1e3 * self.train_s / n, 1e3 * self.sender_s / n, 1e3 * self.server_s / n
+
+
 def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
     """Each variant runs `repeat` steps per round (long enough for the stream's steady state: the sender flushes
     every 100 ms), and after a streaming variant the benchmark waits, untimed, until the server has acknowledged
@@ -261,7 +304,8 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
         "the same MLP in 16 primitive ops (hand-written log-softmax)": lambda: mlp_step(*state),
     }
     counter = {"i": 0}
-    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db")) as url:
+    server: dict = {}
+    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db"), cpu=server) as url:
         run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000)
         run.start()
         run.close_timeout = 30
@@ -300,12 +344,14 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
                 counter["i"] += 1
 
             rounds_ms: dict = {}
-            res = alternate({
+            variants = {
                 "unattached": (lambda: None, step, lambda: None),
                 "recording, null sink": (null_on, step, null_off),
                 "streaming (every step)": (attach(1), streamed, detach),
                 "streaming, sample_every=10": (attach(10), streamed, detach),
-            }, rounds, repeat, rounds_ms)
+            }
+            meters = {k: CpuSplit(run._thread, server.get("pid")) for k in variants}
+            res = alternate({k: meters[k].wrap(*v) for k, v in variants.items()}, rounds, repeat, rounds_ms)
             base = res["unattached"]
             print(f"\n## {title}: 784-512-256-10, batch 128, SGD momentum; median ms per step")
             print("   (overhead: of the medians; and the median of each round's ratio to that round's unattached step,")
@@ -314,6 +360,16 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
                 ratios = [a / b for a, b in zip(rounds_ms[k], rounds_ms["unattached"], strict=True)]
                 per = 100 * (statistics.median(ratios) - 1)
                 print(f"  {k:26s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%   per round {per:+6.1f}%")
+            # the threads of the training process and the server all share the machine's cores: their CPU per
+            # step is what streaming takes from training when the cores are busy (the BLAS threads' too)
+            print("   CPU per step (training thread | sender thread | server process), ms; vs unattached's training "
+                  "thread:")
+            base_cpu = meters["unattached"].per_step_ms()[0]
+            for k, m in meters.items():
+                train, sender, srv = m.per_step_ms()
+                every = train + sender + srv
+                print(f"  {k:26s} {train:6.3f} | {sender:6.3f} | {srv:6.3f}   training thread "
+                      f"{100 * (train / base_cpu - 1):+6.1f}%, all {100 * (every / base_cpu - 1):+6.1f}%")
         run.close()
         st = run.stats()
         with urllib.request.urlopen(f"{url}/api/runs/{run.id}") as r:

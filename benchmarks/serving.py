@@ -64,7 +64,8 @@ def server_process(db: str, root: Path = ROOT, nice: int | None = None, cpu: dic
     """`rtxviz serve` (of the checkout at `root`) in a child process, as a user starts it (`nice`: its --nice;
     `args`: more of its options, e.g. ``--workers 2``); yields its URL once it answers. `cpu`, when given, receives
     ``cpu_s``: the CPU seconds the server used from when it answered until the block ended (start-up excluded), the
-    figure that a loaded machine distorts least."""
+    figure that a loaded machine distorts least; and ``pid``, the server's process id, as soon as it answers (for
+    reading its CPU time while it runs, `process_cpu_s`)."""
     port = free_port()
     env = root_env(root)
     extra = [] if nice is None else ["--nice", str(nice)]
@@ -83,6 +84,8 @@ def server_process(db: str, root: Path = ROOT, nice: int | None = None, cpu: dic
             except OSError:
                 time.sleep(0.05)
         cpu0 = process_cpu_s(proc.pid)
+        if cpu is not None:
+            cpu["pid"] = proc.pid
         yield url
         cpu1 = process_cpu_s(proc.pid)
         if cpu is not None and cpu0 is not None and cpu1 is not None:

@@ -125,7 +125,8 @@ def _nonfinite_stats(flat: np.ndarray, shape: list, values_max_numel: int) -> di
     inf = int(np.isinf(flat).sum())
     finite = nan == 0 and inf == 0
     if finite:  # only the squares overflowed: the values are fine
-        sq = float(np.linalg.norm(flat.astype(np.float64))) ** 2
+        with np.errstate(over="ignore"):  # squares past float64's range too: the norm is then not finite (null)
+            sq = float(np.linalg.norm(flat.astype(np.float64))) ** 2
         mn, mx = float(_min(flat)), float(_max(flat))
     else:
         good = flat[np.isfinite(flat)]
@@ -208,11 +209,10 @@ def count_nonfinite(array: Any) -> tuple[int, int]:
         flat = array.ravel()
         # x·x reads one memory stream (x·ones two); a finite result proves no NaN/Inf. float16 squares overflow
         # at |x| > 256, so there the plain sum is the cheaper test (numpy's own loop, which warns on overflow)
-        if flat.itemsize >= 4:
-            s = float(_dot(flat, flat))
-        else:
-            with np.errstate(over="ignore"):
-                s = float(_dot(flat, _ones(flat.dtype, n)))
+        # errstate: finite values whose squares overflow are not an error here (the counts below say so), and
+        # a RuntimeWarning from inside a hook would be an exception under `-W error`
+        with np.errstate(over="ignore"):
+            s = float(_dot(flat, flat)) if flat.itemsize >= 4 else float(_dot(flat, _ones(flat.dtype, n)))
         if s - s == 0.0:
             return 0, 0
         return int(np.isnan(flat).sum()), int(np.isinf(flat).sum())

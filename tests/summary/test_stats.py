@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -146,3 +147,78 @@ def test_jsonable_bounds_and_converts():
     assert len(jsonable(list(range(100)))) == 33
     assert jsonable({"a": {"b": {"c": {"d": 1}}}}) == {"a": {"b": {"c": "{'d': 1}"}}}
     assert jsonable(float("inf")) is None
+
+
+def _scaled_norm(x: np.ndarray) -> float:
+    """‖x‖ computed as m·‖x/m‖ (m = max |x|): finite wherever ‖x‖ is, even when x·x overflows."""
+    m = float(np.abs(x).max()) if x.size else 0.0
+    return 0.0 if m == 0.0 else m * float(np.sqrt(np.sum((x / m) ** 2)))
+
+
+def _definition(a: np.ndarray, values_max_numel: int) -> dict:
+    """The schema's Stats of `a` written from numpy's float64 definitions, no shortcut: what either path must give
+    (norm and mean only when every value is finite; min/max over the finite values; NaN/Inf as null in values)."""
+    x = np.asarray(a, dtype=np.float64).ravel()
+    fin = np.isfinite(x)
+    good = x[fin]
+    all_finite = bool(fin.all())
+    out = {"shape": list(a.shape), "nan": int(np.isnan(x).sum()), "inf": int(np.isinf(x).sum()),
+           "norm": _scaled_norm(x) if all_finite else None,
+           "min": float(good.min()) if good.size else None, "max": float(good.max()) if good.size else None,
+           "mean": (float(x.mean()) if x.size else None) if all_finite else None}
+    if x.size == 0:
+        out["norm"] = 0.0
+    if 0 < x.size <= values_max_numel:
+        out["values"] = [float(v) if math.isfinite(v) else None for v in x]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (), (1,), (17,), (4, 5), (4096 + 33,)])
+@pytest.mark.parametrize("poison", ["none", "nan", "inf", "-inf", "nan+inf", "all nan", "huge"])
+def test_each_path_matches_the_definition(dtype, shape, poison):
+    # the fused one-pass kernel and the numpy passes against the float64 definition, on the edge cases where a
+    # shortcut could differ: empty and 0-d arrays, NaN/Inf anywhere, nothing finite, squares that overflow
+    # (float16: 300² > 65504; float32: 1e20² > 3.4e38) while every value is finite
+    rng = np.random.default_rng(sum(shape) + len(poison))
+    a = rng.standard_normal(shape).astype(dtype)
+    flat = a.reshape(-1)
+    if flat.size:
+        if poison == "nan":
+            flat[-1] = np.nan
+        elif poison == "inf":
+            flat[0] = np.inf
+        elif poison == "-inf":
+            flat[flat.size // 2] = -np.inf
+        elif poison == "nan+inf":
+            flat[0], flat[-1] = np.nan, np.inf  # one element of a 1-element array: the Inf wins
+        elif poison == "all nan":
+            flat[:] = np.nan
+        elif poison == "huge":
+            flat[0] = np.finfo(dtype).max / 2 if dtype == np.float64 else (300.0 if dtype == np.float16 else 1e20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow inside a summary must not reach the user as a warning
+        got = tensor_stats(a, values_max_numel=32)
+    want = _definition(a, 32)
+    assert got["shape"] == want["shape"] and (got["nan"], got["inf"]) == (want["nan"], want["inf"])
+    assert got["min"] == want["min"] and got["max"] == want["max"]  # exact: min/max round nothing
+    # float16 holds about 3 digits; float32 sums run in float32 lanes (added into double totals per block)
+    rel = {np.float16: 2e-3, np.float32: 1e-5, np.float64: 1e-12}[dtype]
+    if want["norm"] is None:
+        assert got["norm"] is None
+    elif poison == "huge" and dtype == np.float64:  # ‖x‖ is finite, ‖x‖² is not even in float64: either is fine
+        assert got["norm"] is None or got["norm"] == pytest.approx(want["norm"], rel=rel)
+    else:
+        assert got["norm"] == pytest.approx(want["norm"], rel=rel, abs=1e-30)
+    if "mean" in got:  # the numpy path leaves a large tensor's mean out
+        if want["mean"] is None:
+            assert got["mean"] is None
+        else:
+            assert got["mean"] == pytest.approx(want["mean"], rel=rel, abs=rel * np.abs(a.astype(np.float64)).max())
+    else:
+        # only where numpy summarises (no kernel, or float16, which the kernel does not read), and only large
+        assert (stats.native_summary is None or a.dtype == np.float16) and flat.size > stats.MEAN_MAX_NUMEL_NUMPY
+    assert got.get("values") == want.get("values")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow inside the test must not reach the user as a warning
+        assert count_nonfinite(a) == (want["nan"], want["inf"])
