@@ -181,7 +181,6 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     app.include_router(ingest.router, prefix="/api", dependencies=auth)
     app.include_router(runs.router, prefix="/api", dependencies=auth)
     app.include_router(history.router, prefix="/api", dependencies=auth)
-    app.include_router(history.router, prefix="/api", dependencies=auth)
     app.include_router(ws.router, prefix="/api")  # WebSockets check the token themselves (no headers in browsers)
     for extra in routers:  # before the static mount at "/", which would answer every path
         app.include_router(extra, prefix="/api", dependencies=auth)

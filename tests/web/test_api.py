@@ -214,3 +214,15 @@ def test_out_of_range_step_in_an_event_gets_422(client, step):
     response = post(client, "r2", [ev("step_begin", step)])
     assert response.status_code == 422 and "step" in response.text
     assert post(client, "r2", [ev("step_begin", 0)]).status_code == 200
+
+
+def test_every_route_is_registered_once():
+    """A router included twice answers the same, so only the route table shows it (it was: /history, twice, each
+    request to a later route matched against both copies first)."""
+    from collections import Counter
+
+    from rtxviz.web import create_app
+
+    app = create_app(db=":memory:")
+    seen = Counter((getattr(r, "path", None), tuple(sorted(getattr(r, "methods", None) or ()))) for r in app.routes)
+    assert [key for key, n in seen.items() if n > 1] == []
