@@ -748,7 +748,8 @@ export class GraphView {
     const segs = new Map<number, Segment>();
     for (const seg of graph ? graph.segments : []) segs.set(seg.ordinal, seg);
     const keep = new Set<number>();
-    for (const r of segmentRegions(v, place.pos)) {
+    // a graph without checkpoint segments has no shading to compute (segmentRegions visits every group's members)
+    for (const r of segs.size ? segmentRegions(v, place.pos) : []) {
       const seg = segs.get(r.ordinal);
       if (!seg) continue;
       keep.add(r.ordinal);
