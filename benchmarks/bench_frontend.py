@@ -115,6 +115,28 @@ def _main_thread_cpu(trace: bytes) -> dict:
     return {k: round(v) for k, v in out.items()} | {"total": round(sum(out.values()))}
 
 
+def _message_task_cpu(trace: bytes) -> dict:
+    """The renderer main thread's task that handled the burst's WebSocket message (the one whose script ran
+    longest): its wall and CPU ms, and the CPU of the garbage collections inside it."""
+    data = json.loads(trace)
+    evs = data["traceEvents"] if isinstance(data, dict) else data
+    main = {(e["pid"], e["tid"]) for e in evs if e.get("name") == "thread_name"
+            and e.get("args", {}).get("name") == "CrRendererMain"}
+    xs = [e for e in evs if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X"]
+    calls = [e for e in xs if e.get("name") == "FunctionCall"]
+    if not calls:
+        return {}
+    call = max(calls, key=lambda e: e.get("dur", 0))
+    task = max((e for e in xs if e.get("name") == "RunTask" and e["ts"] <= call["ts"]
+                and e["ts"] + e.get("dur", 0) >= call["ts"] + call.get("dur", 0)), key=lambda e: e.get("dur", 0),
+               default=call)
+    t0, t1 = task["ts"], task["ts"] + task.get("dur", 0)
+    gc = sum(e.get("tdur", 0) for e in xs if e.get("name") in ("MinorGC", "MajorGC", "V8.GCScavenger")
+             and t0 <= e["ts"] <= t1)
+    return {"wall_ms": round(task.get("dur", 0) / 1000, 1), "cpu_ms": round(task.get("tdur", 0) / 1000, 1),
+            "gc_cpu_ms": round(gc / 1000, 1)}
+
+
 def _cpu_s(cdp) -> float:
     """The page's renderer process CPU time so far (s), all its threads (main, raster, compositor, workers): on a
     loaded machine, wall-clock figures grow with the load and this one far less, so both are reported."""
@@ -374,12 +396,15 @@ def bench_burst(browser, url: str, n: int = 13_000) -> dict:
     page.goto(f"{url}/?run=burst")
     page.wait_for_function("window.__rtxviz && window.__rtxviz.metrics.frames > 0", timeout=15_000)
     page.evaluate("window.__rtxviz.metrics.latencies.length = 0; window.__wsLog.length = 0")
+    # traced: the main thread's CPU in the message's task (the page's share as CPU, which the load inflates less)
+    browser.browser.start_tracing(page=page, categories=["devtools.timeline", "v8"])
     now = time.time()
     for e in events[1:]:
         e["t"] = now
     _post_ndjson(url, "burst", events[1:], "burst")
     answered = time.time()
     page.wait_for_function(f"window.__rtxviz.metrics.drawnSeq >= {len(events)}", timeout=60_000)
+    task = _message_task_cpu(browser.browser.stop_tracing())
     lat = page.evaluate("window.__rtxviz.metrics.latencies")
     ws = page.evaluate("window.__wsLog")
     drawn = max(lat)  # all drawn in one frame
@@ -391,7 +416,10 @@ def bench_burst(browser, url: str, n: int = 13_000) -> dict:
             "post_answered_ms": round((answered - now) * 1000), "ws_messages": len(ws),
             "ws_last_arrival_ms": None if last_arrival is None else round(last_arrival),
             # the page's share: that message parsed, applied and drawn
-            "page_ms": None if last_arrival is None else round(drawn - last_arrival)}
+            "page_ms": None if last_arrival is None else round(drawn - last_arrival),
+            # the renderer main thread's task that handled the message (parse, apply, draw, and what follows the
+            # draw in that task): wall, CPU, of which garbage collection
+            "message_task": task}
 
 
 def main() -> int:
