@@ -216,6 +216,7 @@ export class GraphView {
         const c = es[es.length - 1].contentRect;
         this.size = { w: c.width, h: c.height };
         this.markSoon(); // a larger view may reach past the search overlay's window
+        if (this.culled) this.nearSoon(); // ... and past the part of a large drawing that is built
       }).observe(this.svg);
     }
     return this.size;

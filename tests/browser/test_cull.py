@@ -66,6 +66,20 @@ def test_expand_all_draws_what_is_on_screen_and_the_rest_as_the_view_comes_near(
     assert page.locator('g.vnode[data-vid="|cross_entropy|1"]').get_attribute("class").split().count("selected") == 1
 
 
+
+def test_a_larger_window_draws_what_it_now_shows(page, server):
+    expand_all(page, server)
+    page.evaluate("window.__rtxviz.pane.centreOn('model.layers.5.mlp|mul|1')")  # the middle of the graph, zoom 0.6
+    page.evaluate(FRAMES)
+    small = page.evaluate(ON_SCREEN)
+    assert small["missing"] == []
+    page.set_viewport_size({"width": 3800, "height": 2600})  # more than a screen more in every direction
+    page.wait_for_function("document.querySelector('svg#graph').getBoundingClientRect().height > 2000")
+    page.evaluate(FRAMES)
+    s = page.evaluate(ON_SCREEN)
+    assert s["on"] > 2 * small["on"] and s["missing"] == [] and s["misplaced"] == []
+
+
 def test_a_search_counts_and_boxes_matches_that_are_not_drawn_yet(page, server):
     visible = expand_all(page, server)
     drawn = page.evaluate("document.querySelectorAll('g.vnode').length")
