@@ -19,7 +19,7 @@ if (tests) {
   const out = join(here, "..", "rtxviz", "web", "static");
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
-  const common = { bundle: true, minify: true, sourcemap: false, target: ["chrome110", "firefox110", "safari16"], logLevel: "warning", legalComments: "linked" };
+  const common = { bundle: true, minify: !process.env.RTXVIZ_NO_MINIFY, sourcemap: false, target: ["chrome110", "firefox110", "safari16"], logLevel: "warning", legalComments: "linked" };
   await build({ ...common, entryPoints: [join(here, "src", "main.ts")], outfile: join(out, "app.js"), format: "iife" });
   await build({ ...common, entryPoints: [join(here, "src", "worker.ts")], outfile: join(out, "layout-worker.js"), format: "iife" });
   cpSync(join(here, "index.html"), join(out, "index.html"));

@@ -3,6 +3,7 @@
 import { ERROR_COLOUR, gradClass, gradColor, gradWidth, fmt, textOn } from "./colors";
 import { GRAD_CLASSES } from "./generated/summary";
 import { s } from "./dom";
+import { CULL_MIN_ITEMS, edgeNear, nearWindow, nodeNear, viewInside } from "./cull";
 import { fitTransform, type Bounds } from "./fit";
 import { drawNodeParts, newNodeEl, type PartsHolder } from "./nodeel";
 import { params } from "./env";
@@ -169,6 +170,7 @@ export class GraphView {
     const far = this.k < FAR_K;
     if (far !== this.svg.classList.contains("far")) this.svg.classList.toggle("far", far);
     if (!far && this.lastVisible) this.detailSoon(); // what comes into view gets its labels
+    if (this.culled) this.nearSoon(); // ... and in a large drawing, what comes near gets its elements
     const t = `translate(${this.tx.toFixed(1)},${this.ty.toFixed(1)}) scale(${this.k.toFixed(4)})`;
     this.viewport.setAttribute("transform", t);
     if (this.markViewport) { this.markViewport.setAttribute("transform", t); this.markSoon(); }
@@ -214,6 +216,7 @@ export class GraphView {
         const c = es[es.length - 1].contentRect;
         this.size = { w: c.width, h: c.height };
         this.markSoon(); // a larger view may reach past the search overlay's window
+        if (this.culled) this.nearSoon(); // ... and past the part of a large drawing that is built
       }).observe(this.svg);
     }
     return this.size;
@@ -269,7 +272,8 @@ export class GraphView {
     this.markWindow = w;
     const hits: string[] = [], misses: string[] = [];
     let matches = 0;
-    for (const vid of this.nodes.keys()) {
+    // every visible item, drawn or not (a large drawing builds only what is near the view: cull.ts)
+    for (const vid of this.lastVisible?.items.keys() ?? this.nodes.keys()) {
       const p = this.lastPos.get(vid);
       if (!p) continue;
       const hit = m.has(vid);
@@ -377,6 +381,7 @@ export class GraphView {
     const r = this.screenSize();
     const k = Math.max(this.k, 0.6);
     this.setTransform(r.w / 2 - p.x * k, r.h / 2 - p.y * k, k);
+    this.drawNear(); // now, not in the next frame: the caller selects or marks what it centred on
   }
 
   /** Fit the graph in view, keeping its labels readable (fit.ts). */
@@ -439,56 +444,106 @@ export class GraphView {
   private newNodes: DocumentFragment | null = null;
   private newEdges: DocumentFragment | null = null;
 
-  /** Draw `v` at the positions in `place`. */
+  /** Draw `v` at the positions in `place`. In a large drawing (CULL_MIN_ITEMS) only the items near the view get
+   * elements (cull.ts); the rest are built when the view comes near them (drawNear). */
   render(v: Visible, place: Placement, graph: StepGraph | null): void {
     this.lastVisible = v;
     this.lastPlace = place;
     this.lastGraph = graph;
-    const seen = new Set<string>();
-    // new nodes and edges are built outside the document and added at once: an attribute written on an element
-    // in the document costs the browser more (style invalidation) than on one that is not yet
-    this.newNodes = document.createDocumentFragment();
-    try {
-      for (const it of v.items.values()) {
-        const p = place.pos.get(it.vid);
-        if (!p) continue;
-        seen.add(it.vid);
-        this.drawNode(it, p);
-      }
-    } finally {
-      this.nodeLayer.append(this.newNodes);
-      this.newNodes = null;
-    }
-    for (const [vid, el] of this.nodes) if (!seen.has(vid)) { el.remove(); this.nodes.delete(vid); }
+    this.lastPos = place.pos;
+    const r = this.screenSize();
+    this.culled = !this.detailForced && v.items.size >= CULL_MIN_ITEMS && r.w > 0 && r.h > 0;
+    this.nearBox = this.culled ? nearWindow(this.tx, this.ty, this.k, r.w, r.h) : null;
     // the bottom of each checkpoint node's recomputed column: its other edges leave below it (see drawEdge)
     const columnBottom = new Map<string, number>();
     for (const it of v.items.values()) {
       const p = it.anchor ? place.pos.get(it.vid) : undefined;
       if (p) columnBottom.set(it.anchor!, Math.max(columnBottom.get(it.anchor!) ?? -Infinity, p.y + NODE_H / 2));
     }
+    this.columnBottom = columnBottom;
+    this.drawItems(v, place.pos, false);
+    for (const [vid, el] of this.nodes) if (!v.items.has(vid) || !place.pos.has(vid)) { el.remove(); this.nodes.delete(vid); }
     const eseen = new Set<string>();
+    for (const e of v.edges) if (place.pos.has(e.from) && place.pos.has(e.to)) eseen.add(`${e.from}\u0000${e.to}`);
+    for (const [id, el] of this.edges) if (!eseen.has(id)) { el.remove(); this.edges.delete(id); }
+    this.drawSegments(v, place, graph);
+    this.drawEdgeLabels(v, place.pos);
+    if (this.marked) this.applyMarks(); // nodes drawn anew got their class from drawNode, without the marks
+    if (this.path) this.applyPaths();
+    if (this.diffMarks) this.applyDiff();
+    this.onRender(v, place.pos);
+  }
+
+  /** Only the items near the view have elements (cull.ts), within `nearBox` as of the last render or move. */
+  private culled = false;
+  private nearBox: Bounds | null = null;
+  private columnBottom = new Map<string, number>();
+  private nearQueued = false;
+
+  /** Draw the nodes and edges of `v`: each one that has an element (updated where it changed), and each one near
+   * the view that has none yet (all of them when not culling). `onlyNew`: the view moved, nothing else changed:
+   * only the missing ones near it are built. Returns how many elements were built. */
+  private drawItems(v: Visible, pos: Map<string, Pos>, onlyNew: boolean): number {
+    const w = this.nearBox;
+    let built = 0;
+    // new nodes and edges are built outside the document and added at once: an attribute written on an element
+    // in the document costs the browser more (style invalidation) than on one that is not yet
+    this.newNodes = document.createDocumentFragment();
+    try {
+      for (const it of v.items.values()) {
+        const p = pos.get(it.vid);
+        if (!p) continue;
+        const has = this.nodes.has(it.vid);
+        if (has ? onlyNew : w !== null && !nodeNear(p, w)) continue;
+        if (!has) built++;
+        this.drawNode(it, p);
+      }
+    } finally {
+      this.nodeLayer.append(this.newNodes);
+      this.newNodes = null;
+    }
     this.newEdges = document.createDocumentFragment();
     try {
       for (const e of v.edges) {
-        const a = place.pos.get(e.from), b = place.pos.get(e.to);
+        const a = pos.get(e.from), b = pos.get(e.to);
         if (!a || !b) continue;
         const id = `${e.from}\u0000${e.to}`;
-        eseen.add(id);
-        const below = v.items.get(e.to)?.anchor === e.from ? undefined : columnBottom.get(e.from);
+        const has = this.edges.has(id);
+        if (has ? onlyNew : w !== null && !edgeNear(a, b, w)) continue;
+        if (!has) built++;
+        const below = v.items.get(e.to)?.anchor === e.from ? undefined : this.columnBottom.get(e.from);
         this.drawEdge(id, e, a, b, below);
       }
     } finally {
       this.edgeLayer.append(this.newEdges);
       this.newEdges = null;
     }
-    for (const [id, el] of this.edges) if (!eseen.has(id)) { el.remove(); this.edges.delete(id); }
-    this.drawSegments(v, place, graph);
-    this.lastPos = place.pos;
-    this.drawEdgeLabels(v, place.pos);
-    if (this.marked) this.applyMarks(); // nodes drawn anew got their class from drawNode, without the marks
+    return built;
+  }
+
+  /** The view moved in a culled drawing: once its screen leaves the window last drawn, the items near it are
+   * built in the next frame (once per frame, however many transforms a pan sets before it). */
+  private nearSoon(): void {
+    if (this.nearQueued || !this.nearBox) return;
+    const r = this.screenSize();
+    if (viewInside(this.nearBox, this.tx, this.ty, this.k, r.w, r.h)) return;
+    this.nearQueued = true;
+    requestAnimationFrame(() => { this.nearQueued = false; this.drawNear(); });
+  }
+
+  /** Build the elements of the items near the view that have none (a culled drawing; elements built before stay). */
+  drawNear(): void {
+    const v = this.lastVisible;
+    if (!this.culled || !v) return;
+    const r = this.screenSize();
+    const w = nearWindow(this.tx, this.ty, this.k, r.w, r.h);
+    const old = this.nearBox;
+    if (old && w.x0 >= old.x0 && w.y0 >= old.y0 && w.x1 <= old.x1 && w.y1 <= old.y1) return;
+    this.nearBox = w;
+    if (!this.drawItems(v, this.lastPos, true)) return;
+    if (this.marked) this.applyMarks(); // the new elements got their class from drawNode, without the marks
     if (this.path) this.applyPaths();
     if (this.diffMarks) this.applyDiff();
-    this.onRender(v, place.pos);
   }
 
   /** Whether edges show their tensor's shape now: the user's choice, else on for small graphs. */
@@ -694,7 +749,8 @@ export class GraphView {
     const segs = new Map<number, Segment>();
     for (const seg of graph ? graph.segments : []) segs.set(seg.ordinal, seg);
     const keep = new Set<number>();
-    for (const r of segmentRegions(v, place.pos)) {
+    // a graph without checkpoint segments has no shading to compute (segmentRegions visits every group's members)
+    for (const r of segs.size ? segmentRegions(v, place.pos) : []) {
       const seg = segs.get(r.ordinal);
       if (!seg) continue;
       keep.add(r.ordinal);
@@ -733,6 +789,7 @@ export class GraphView {
     for (const [o, el] of this.segLabels) if (!keep.has(o)) { el.remove(); this.segLabels.delete(o); }
   }
 
+  /** How many of the visible items have an element now (all of them unless the drawing is culled). */
   nodeCount(): number {
     return this.nodes.size;
   }
