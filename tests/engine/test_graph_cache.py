@@ -931,6 +931,10 @@ def test_run_cached_recent_graph_is_used_only_where_the_lookup_would_find_it() -
     call(x, (1, 0), params=[other, w])  # ... or in another order
     call(x, (0, 1), params=[w])  # the first call again: found by the lookup, a replay
     call(x, (0, 1), params=[w])  # and now the recent graph
+    call(x, (0, 1), params=(w,))  # a tuple of the same objects: the same graph
+    call(x, (0, 1), params=iter([w]))  # any other iterable of them too
+    call(x, (0, 1), params=(other, w))  # as a tuple: the graph captured for the list [other, w]
+    call(x, (0, 1), params=[w])  # back to the first
     def square(t: Tensor) -> Variable:
         return (t * t).sum()
 

@@ -52,3 +52,32 @@ def make_fit_check(in_sig: tuple, params: tuple, param_sig: tuple, refs: tuple, 
     exec(compile(src, "<graph_cache fit check>", "exec"), ns)
     check: Callable[[tuple, bool], bool] = ns["check"]
     return check
+
+
+def make_params_check(ids: tuple) -> Callable[[Any], bool]:
+    """`check(params)`: True when params= holds, in order, the objects whose ids were captured (`param_ids`), each
+    still a leaf that requires grad. A list or tuple is unpacked and tested in straight-line code; any other
+    iterable takes the loop."""
+    count = len(ids)
+    names = [f"q{n}" for n in range(count)]
+    lines = ["if params.__class__ is not list and params.__class__ is not tuple: return _loop(params)",
+             f"if len(params) != {count}: return False"]
+    if count:
+        lines.append(f"{', '.join(names)}, = params")
+        lines += [f"if id({q}) != {i} or not {q}.requires_grad or {q}._node is not None: return False"
+                  for q, i in zip(names, ids, strict=True)]
+    lines.append("return True")
+
+    def loop(params: Any) -> bool:
+        n = 0
+        for p in params:  # what param_ids checks, against the ids of the capture
+            if n == count or id(p) != ids[n] or not p.requires_grad or p._node is not None:
+                return False
+            n += 1
+        return n == count
+
+    ns: dict[str, Any] = {"_loop": loop}
+    src = "def check(params):\n" + "".join(f"    {line}\n" for line in lines)
+    exec(compile(src, "<graph_cache params check>", "exec"), ns)
+    check: Callable[[Any], bool] = ns["check"]
+    return check

@@ -12,7 +12,7 @@ from ..errors import GraphCacheError
 from ..grad_mode import STATE
 from ..tensor import Tensor
 from .bindings import mode_name, modules_key, param_ids, signature_of
-from .fitcheck import make_fit_check
+from .fitcheck import make_fit_check, make_params_check
 
 
 @dataclass
@@ -53,6 +53,7 @@ class CachedGraph:
         self._in_sig = tuple((s[0], s[1], s[3]) for s in signature)
         self._in_types = None
         self._check: Callable[[tuple, bool], bool] | None = None  # _fits's generated check
+        self._check_params: Callable[[Any], bool] | None = None  # _fits_call's, for params=
         self._grad_enabled = grad_enabled
         self._hook_ids = hook_ids
         self.user_key = user_key
@@ -168,13 +169,10 @@ class CachedGraph:
             if params is not ids:
                 return False
         else:
-            n = 0
-            count = len(ids)
-            for p in params:  # what param_ids checks, against the ids of the capture
-                if n == count or id(p) != ids[n] or not p.requires_grad or p._node is not None:
-                    return False
-                n += 1
-            if n != count:
+            check = self._check_params
+            if check is None:
+                check = self._check_params = make_params_check(ids)  # param_ids is set once, at capture
+            if not check(params):
                 return False
         try:
             return self._fits(inputs)
