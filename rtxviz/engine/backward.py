@@ -182,6 +182,29 @@ def accumulate_leaf_grad(leaf: Variable, g: Any, create_graph: bool, claimed: se
         leaf._grad = _accumulate(leaf._grad, g, create_graph)
 
 
+
+def accumulate_leaf_array(leaf: Variable, data: Any, claimed: set[int]) -> None:
+    """`accumulate_leaf_grad(leaf, leaf._wrap(data, None), False, claimed)` for a graph-cache replay, which holds
+    its gradients as raw arrays: the Variable is built once, for `.grad`, not first to carry the array here (six
+    wrappers and lookups per step of a small MLP). Keep the two in step: same copies, same claimed rule."""
+    if type(data) is not np.ndarray:  # numpy scalars, cupy arrays: the general path
+        accumulate_leaf_grad(leaf, leaf._wrap(data, None), False, claimed)
+        return
+    if not data.flags.writeable:
+        data = data.copy()  # a broadcast view repeats its elements: own the gradient
+    dtype = leaf.data.dtype
+    if data.dtype is not dtype and data.dtype != dtype:
+        data = data.astype(dtype)
+    if leaf._grad is None:
+        root = id(data) if data.base is None else id(root_of(data))
+        if root in claimed:
+            data = data.copy()
+            root = id(data)
+        claimed.add(root)
+        leaf._grad = leaf._wrap(data, None)
+    else:
+        leaf._grad = _accumulate(leaf._grad, leaf._wrap(data, None), False)
+
 _NONE_WANTED: dict[int, int] = {}  # what a walk without `inputs` looks up in (never written)
 
 

@@ -863,7 +863,7 @@ def test_replay_source_is_straight_line_code() -> None:
     w, step = _simple()
     graph = cache_graph(step, _t(2, 4))
     assert graph.source.startswith("def _program(ins):")
-    assert "_acc(P0" in graph.source  # the leaf gradient of w, accumulated as backward does
+    assert "_acca(P0" in graph.source  # the leaf gradient of w (its raw array), accumulated as backward does
 
 
 @pytest.mark.parametrize("reset", ["assign", "optimizer"])
@@ -931,6 +931,10 @@ def test_run_cached_recent_graph_is_used_only_where_the_lookup_would_find_it() -
     call(x, (1, 0), params=[other, w])  # ... or in another order
     call(x, (0, 1), params=[w])  # the first call again: found by the lookup, a replay
     call(x, (0, 1), params=[w])  # and now the recent graph
+    call(x, (0, 1), params=(w,))  # a tuple of the same objects: the same graph
+    call(x, (0, 1), params=iter([w]))  # any other iterable of them too
+    call(x, (0, 1), params=(other, w))  # as a tuple: the graph captured for the list [other, w]
+    call(x, (0, 1), params=[w])  # back to the first
     def square(t: Tensor) -> Variable:
         return (t * t).sum()
 
@@ -1042,3 +1046,40 @@ def test_module_training_steps_through_run_cached_equal_eager_bit_for_bit() -> N
         for p, q in zip(params, twin.parameters(), strict=True):
             assert p.data.tobytes() == q.data.tobytes()
     assert graph_cache_stats()["captures"] == 1 and graph_cache_stats()["hits"] == 5
+
+
+def test_leaf_gradients_handed_over_as_raw_arrays_equal_eager_over_steps() -> None:
+    """The replay passes each leaf gradient to accumulate_leaf_array as a raw array. The cases where eager's
+    accumulate_leaf_grad copies or casts: a broadcast (read-only) gradient (w.sum()), one buffer handed to two
+    leaves (add's backward gives a and b the same array), float32 and float64 leaves, and grads left from the
+    previous step (no zero_grad: they add up). Replay and eager twins agree bit for bit at every step,
+    and every .grad is its own writeable buffer."""
+    def make() -> list[Variable]:
+        rng = np.random.default_rng(3)
+        return [Variable(rng.standard_normal(s).astype(dt), requires_grad=True)
+                for s, dt in (((3,), "float32"), ((2, 3), "float64"), ((2, 3), "float64"), ((3,), "float64"))]
+
+    def step(params: list[Variable], x: Tensor, x64: Tensor) -> Variable:
+        w, a, b, v = params
+        loss = w.sum().to(dtype="float64") + ((a + b) * x).sum() + (v * x64).sum()
+        loss.backward()
+        return loss
+
+    replayed, eager = make(), make()
+    fn = lambda x, x64: step(replayed, x, x64)  # noqa: E731  # one function object: run_cached's key
+    for n in range(4):
+        x, x64 = _t(2, 3, dtype="float64"), _t(3, dtype="float64")
+        if n == 3:  # a fresh start: grads None again, so the claimed-buffer copy is taken once more
+            _zero(replayed)
+            _zero(eager)
+        got = run_cached(fn, x, x64)
+        want = step(eager, x, x64)
+        np.testing.assert_array_equal(got.data, want.data)
+        for p, q in zip(replayed, eager, strict=True):
+            assert p.grad.dtype == q.grad.dtype == p.dtype
+            np.testing.assert_array_equal(p.grad.data, q.grad.data)
+            assert p.grad.data.flags.writeable
+        grads = [p.grad.data for p in replayed]
+        assert not any(np.shares_memory(g, h) for i, g in enumerate(grads) for h in grads[i + 1:])
+    assert graph_cache_stats()["hits"] == 3
+    assert "_acca(" in get_cached_graph((2, 3), fn).source

@@ -22,7 +22,8 @@ class Codegen:
         self.cap = cap
         self.ns: dict[str, Any] = {"_new": object.__new__, "_C": ReplayCtx, "_ndarray": np.ndarray,
                                    "_as_array": as_array, "_wrapV": Variable._wrap, "_wrapT": Tensor._wrap,
-                                   "_acc": _backward.accumulate_leaf_grad, "make_object": make_object}
+                                   "_acc": _backward.accumulate_leaf_grad,
+                                   "_acca": _backward.accumulate_leaf_array, "make_object": make_object}
         self.n_globals = 0
         self.ctx_used: set[int] = set()
 
@@ -103,7 +104,10 @@ class Codegen:
                 body.append(f"{self._leaf(ins[1])}.grad = None")
             elif kind == "leaf":
                 _, target, g_ref, cg = ins
-                body.append(f"_acc({self._leaf(target)}, _wrapV({self.ref(g_ref)}, None), {cg}, _claimed)")
+                if cg:
+                    body.append(f"_acc({self._leaf(target)}, _wrapV({self.ref(g_ref)}, None), True, _claimed)")
+                else:  # the raw array: no wrapper only to carry it (accumulate_leaf_array)
+                    body.append(f"_acca({self._leaf(target)}, {self.ref(g_ref)}, _claimed)")
             elif kind == "grad":
                 _, m, target = ins
                 body.append(f"s{m} = {self._leaf(target)}.grad.data")

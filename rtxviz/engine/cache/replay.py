@@ -7,13 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from .. import hooks as _hooks
 from ..errors import GraphCacheError
 from ..grad_mode import STATE
 from ..tensor import Tensor
 from .bindings import mode_name, modules_key, param_ids, signature_of
+from .fitcheck import make_fit_check, make_params_check
 
 
 @dataclass
@@ -53,6 +52,8 @@ class CachedGraph:
         self._ref_sig = tuple((t.data.shape, t.data.dtype, type(t.data)) for t in refs)
         self._in_sig = tuple((s[0], s[1], s[3]) for s in signature)
         self._in_types = None
+        self._check: Callable[[tuple, bool], bool] | None = None  # _fits's generated check
+        self._check_params: Callable[[Any], bool] | None = None  # _fits_call's, for params=
         self._grad_enabled = grad_enabled
         self._hook_ids = hook_ids
         self.user_key = user_key
@@ -124,38 +125,14 @@ class CachedGraph:
 
     def _fits(self, inputs: tuple, modules_checked: bool = False) -> bool:
         # The fast path of validation: exact shapes/dtypes of inputs and parameters, grad mode, hooks, and the
-        # modules (unless the caller has just checked them: run_cached's lookup does).
-        sig = self._in_sig
-        if len(inputs) != len(sig):
-            return False
-        for t, (shape, dtype, kind) in zip(inputs, sig, strict=True):
-            d = t.data
-            if d.shape != shape or d.dtype is not dtype or type(d) is not np.ndarray:
-                return False
-            if kind == "tensor":
-                if t._is_var:
-                    return False
-            elif not t._is_var or t._node is not None or t.requires_grad != (kind == "var"):
-                return False
-        for p, (shape, dtype, ty) in zip(self._params, self._param_sig, strict=True):
-            d = p.data
-            if d.shape != shape or d.dtype is not dtype or type(d) is not ty or p._node is not None \
-                    or not p.requires_grad:
-                return False
-        for t, (shape, dtype, ty) in zip(self._refs, self._ref_sig, strict=True):
-            d = t.data
-            if d.shape != shape or d.dtype is not dtype or type(d) is not ty:
-                return False
-        if STATE.enabled is not self._grad_enabled:
-            return False
-        if not modules_checked:
-            for ref, training, version, _ in self.modules:
-                m = ref()
-                if m is None:
-                    return False
-                if m.training is not training or m._version != version:  # structure_version, without the property
-                    return False
-        return not (_hooks.ACTIVE or self._hook_ids) or active_hook_ids() == self._hook_ids
+        # modules (unless the caller has just checked them: run_cached's lookup does); generated straight-line
+        # code (fitcheck.py), built on the first call.
+        check = self._check
+        if check is None:
+            check = self._check = make_fit_check(self._in_sig, self._params, self._param_sig, self._refs,
+                                                 self._ref_sig, self._grad_enabled, self.modules, self._hook_ids,
+                                                 active_hook_ids)
+        return check(inputs, modules_checked)
 
     def execute(self, *inputs: Any, params: Any = None) -> Any:
         """Replay the captured ops on `inputs` (same signature as at capture) and return fn's result.
@@ -192,13 +169,10 @@ class CachedGraph:
             if params is not ids:
                 return False
         else:
-            n = 0
-            count = len(ids)
-            for p in params:  # what param_ids checks, against the ids of the capture
-                if n == count or id(p) != ids[n] or not p.requires_grad or p._node is not None:
-                    return False
-                n += 1
-            if n != count:
+            check = self._check_params
+            if check is None:
+                check = self._check_params = make_params_check(ids)  # param_ids is set once, at capture
+            if not check(params):
                 return False
         try:
             return self._fits(inputs)
