@@ -47,6 +47,12 @@ HOST_ONLY: dict[str, str] = {
     "tests/engine/test_pool_native.py": "the compiled kernels take numpy arrays only: on a device the ops run "
                                         "their array-library path, with nothing compiled to compare it with",
     "tests/engine/test_conv_native.py": "the compiled col2im takes numpy arrays only (see test_pool_native.py)",
+    "tests/engine/test_row_kernels_native.py": "the compiled bias add and row sum take numpy arrays only (see "
+                                               "test_pool_native.py)",
+    "tests/engine/test_tanh_grad_native.py": "the compiled tanh backward takes numpy arrays only (see "
+                                             "test_pool_native.py)",
+    "tests/nn/test_optim.py::test_plain_sgd_compiled_and_numpy_updates_equal_p_plus_step_times_g_bit_for_bit":
+        "compares the compiled SGD update, which takes numpy arrays only, with numpy's",
 }
 
 
