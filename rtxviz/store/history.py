@@ -111,7 +111,6 @@ class _StepNames:
         self.rc = ""                        # the key's prefix while it is: "rc<ordinal>:"
 
     def node(self, ev: dict) -> None:
-        # HistoryTracker.rows names decoded node events inline, the same way (one call less per event)
         module, op = ev.get("module"), ev.get("op")
         base = f"{self.rc}{module if isinstance(module, str) else ''}|{op if isinstance(op, str) else '?'}"
         k = self.ordinals.get(base, 0) + 1
@@ -215,20 +214,6 @@ class HistoryTracker:
                     if g is not None:
                         row[0] = g
                     row[2] = row[2] or bad
-                continue
-            if kind == "node" and type(ev) is dict and isinstance(step, int):
-                # the next most frequent kind (every op of a forward pass), decoded already: _StepNames.node inlined
-                names = run.step
-                if names is None or names.step != step:
-                    names = run.step = _StepNames(step)
-                module, op = ev.get("module"), ev.get("op")
-                base = f"{names.rc}{module if isinstance(module, str) else ''}|{op if isinstance(op, str) else '?'}"
-                ordinals = names.ordinals
-                k = ordinals.get(base, 0) + 1
-                ordinals[base] = k
-                nid = ev.get("id")
-                if isinstance(nid, int):
-                    names.nodes[nid] = f"{base}|{k}"
                 continue
             if ev is None:
                 try:
