@@ -106,7 +106,7 @@ export class Api {
 
 export type WsMessage =
   | { type: "hello"; v: number; run?: RunInfo; runs?: RunInfo[]; last_seq?: number }
-  | { type: "events"; run_id: string; first_seq: number; replay: boolean; events: RunEvent[] }
+  | { type: "events"; run_id: string; first_seq: number; replay: boolean; events: RunEvent[]; until?: number }
   | { type: "runs"; run: RunInfo };
 
 /** A WebSocket that reconnects (resuming after the last seq it saw). */

@@ -9,7 +9,8 @@ import { keepRecentSteps, listenToHost } from "./hosted";
 export interface FeedSink {
   /** The run's name, and its last seq when the stream opened (the stored events arrive before it is drawn). */
   hello(name: string, lastSeq: number): void;
-  events(evs: RunEvent[]): void;
+  /** `until`: the seq the post these events are part of ends at, when more of it is on its way (hub.py). */
+  events(evs: RunEvent[], until?: number): void;
   status(text: string): void;
 }
 
@@ -59,7 +60,7 @@ export class RunFeed {
       (after) => this.api.wsUrl(`/api/runs/${encodeURIComponent(runId)}/ws`, { after }),
       (m) => {
         if (m.type === "hello" && m.run) sink.hello(m.run.name || m.run.id, m.last_seq ?? 0);
-        else if (m.type === "events") sink.events(m.events);
+        else if (m.type === "events") sink.events(m.events, m.until);
       },
       (st, why) => sink.status(st === "open" ? "connected" : `disconnected (${why ?? ""}), retrying`),
       lastSeq,

@@ -136,7 +136,7 @@ function open(runId: string): void {
       frames.replayUntil = lastSeq;
       header.title(history.model);
     },
-    events: (evs) => frames.push(evs),
+    events: (evs, until) => frames.push(evs, until),
     status: (text) => header.status(text),
   });
 }

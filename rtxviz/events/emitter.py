@@ -6,7 +6,9 @@ is ready) and POSTs up to `batch_size` events as NDJSON to ``/api/runs/{run_id}/
 connection.
 A failed send (server down, slow, or rejecting) loses that batch, counts it as dropped and backs off; the drop
 count travels to the server in the next batch that gets through (a `dropped` event and the `dropped` query
-parameter). On exit the sender gets `close_timeout` seconds to flush, then is abandoned.
+parameter). A batch is never sent twice: when the server stored part of it before failing (a large batch is
+stored in parts; its 507/503 answer says ``"stored": N``), those N count as sent and only the rest as dropped.
+On exit the sender gets `close_timeout` seconds to flush, then is abandoned.
 
 >>> import rtxviz.events as ev
 >>> with ev.watch("http://127.0.0.1:9", run_name="demo", close_timeout=0.2) as run:   # nothing listens on 9
@@ -54,6 +56,30 @@ class Transport(Protocol):
     def send(self, run: Run, lines: list[bytes], dropped: int) -> None: ...
 
     def close(self) -> None: ...
+
+
+class PartlyStored(RuntimeError):
+    """The server refused a batch after storing its first `stored` events (docs/server.md, "Large batches"): those
+    are kept and shown, so they count as sent and are never sent again; the rest count as dropped."""
+
+    def __init__(self, message: str, stored: int) -> None:
+        super().__init__(message)
+        self.stored = stored
+
+
+def stored_before_failure(answer: bytes) -> int:
+    """How many of a refused batch's events the server kept: its answer's ``stored`` (0 when it has none).
+
+    >>> stored_before_failure(b'{"detail": "disk full", "stored": 2000, "first_seq": 4001}')
+    2000
+    >>> stored_before_failure(b'{"detail": "bad"}'), stored_before_failure(b'<html>')
+    (0, 0)
+    """
+    try:
+        stored = json.loads(answer).get("stored", 0)
+    except (ValueError, AttributeError):
+        return 0
+    return stored if type(stored) is int and stored > 0 else 0
 
 
 class HttpTransport:
@@ -105,7 +131,9 @@ class HttpTransport:
             self.close()
             raise
         if resp.status != 200:
-            raise RuntimeError(f"server answered {resp.status}: {detail[:300].decode(errors='replace')}")
+            message = f"server answered {resp.status}: {detail[:300].decode(errors='replace')}"
+            stored = stored_before_failure(detail) if resp.status in (503, 507) else 0
+            raise PartlyStored(message, stored) if stored else RuntimeError(message)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -390,7 +418,11 @@ class Run:
             except Exception as exc:  # anything: the training loop must never see it
                 self._failed_batches += 1
                 self._last_error = f"{type(exc).__name__}: {exc}"[:300]
-                self._send_dropped += len(batch) - (dropped != self._reported)
+                # what the server kept of the batch before failing is sent, not dropped (and not sent again); the
+                # `dropped` event, last in the batch, was not among it: the next batch reports the count again
+                stored = min(exc.stored, len(batch) - 1) if isinstance(exc, PartlyStored) else 0
+                self._sent += stored
+                self._send_dropped += len(batch) - stored - (dropped != self._reported)
                 self._backoff = min(5.0, max(0.25, self._backoff * 2))
                 self._retry_at = time.monotonic() + self._backoff
                 return

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .base import (
     RUN_FIELDS,
+    AppendsInChunks,
     EventRow,
     Notifying,
     RunRecord,
@@ -39,9 +40,10 @@ from .base import (
 from .pgurl import redact
 from .sqlite import SQLiteStore
 
-__all__ = ["RUN_FIELDS", "EventRow", "Notifying", "RunRecord", "RunStore", "SQLiteStore", "StepRecord", "StoreError",
-           "StoreForbidden", "StoreFull", "StoreLocked", "StoreOpenError", "StoreUnavailable", "StoredEvent",
-           "UserExists", "UserRecord", "default_db_path", "hash_token", "is_postgres_url", "open_store"]
+__all__ = ["RUN_FIELDS", "AppendsInChunks", "EventRow", "Notifying", "RunRecord", "RunStore", "SQLiteStore",
+           "StepRecord", "StoreError", "StoreForbidden", "StoreFull", "StoreLocked", "StoreOpenError",
+           "StoreUnavailable", "StoredEvent", "UserExists", "UserRecord", "default_db_path", "hash_token",
+           "is_postgres_url", "open_store"]
 
 
 def default_db_path() -> str:

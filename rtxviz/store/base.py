@@ -71,7 +71,17 @@ def check_decoded(events: Sequence[EventRow], decoded: Sequence[Any] | None) -> 
 
 
 class StoreError(Exception):
-    """Something the store cannot do; the message names the database and what to do about it."""
+    """Something the store cannot do; the message names the database and what to do about it.
+
+    A batch stored in parts (`AppendsInChunks.append_chunks`) that fails part-way raises with `stored` set to the
+    number of its events committed before the failure (its first ones, seqs `first_seq`..`first_seq + stored - 1`):
+    those are kept and shown; whoever sends the batch again sends only the rest (docs/server.md).
+    """
+
+    #: how many of the batch's events were committed before the failure (0: none, the batch is not stored)
+    stored: int = 0
+    #: the seq of the first of those (None when none was)
+    first_seq: int | None = None
 
 
 class StoreFull(StoreError):
@@ -194,6 +204,25 @@ class RunStore(Protocol):
 
     def close(self) -> None:
         """Release connections; the store is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class AppendsInChunks(Protocol):
+    """A store that can commit a large batch in parts, each part's events shown as soon as it is committed (the
+    SQLite store; issue 15: the viewer's work on one part overlaps the server's on the next). The server uses it
+    for batches over `Settings.ingest_chunk_events` when its store has it, else one `RunStore.append`."""
+
+    def append_chunks(self, run_id: str, name: str | None, events: Sequence[EventRow], chunk: int,
+                      committed: Callable[[int, list[str], int], None], dropped: int | None = None,
+                      owner: str | None = None, decoded: Sequence[Any] | None = None,
+                      any_run: bool = False) -> tuple[int, list[str]]:
+        """`RunStore.append` in transactions of at most `chunk` events: the batch keeps consecutive seqs (no other
+        append comes between its parts), and after each part's commit ``committed(first_seq, texts, last_seq)``
+        is called (`last_seq`: the seq the whole batch ends at), in order, before the next part is written.
+        The store's bounds are checked for the whole batch first (a batch over them stores nothing). A failure
+        in part k keeps parts 1..k-1 and raises with `StoreError.stored` and `first_seq` saying what they hold.
+        Returns what `append` would: (first seq, every stored text)."""
         ...
 
 

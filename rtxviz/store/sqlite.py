@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from .base import (
@@ -186,7 +186,8 @@ class SQLiteStore:
             self._release_lock()
             raise
         self._users: dict[str, UserRecord] = {}  # token hash -> user, hits only (users are added, never changed)
-        self._wlock = threading.Lock()
+        # re-entrant: append_chunks holds it across its parts, each an `append` (nothing else writes between them)
+        self._wlock = threading.RLock()
         self._rlock = self._wlock if self._r is self._w else threading.Lock()
 
     def _open(self, path: str, memory: bool, read_only: bool) -> None:
@@ -332,6 +333,39 @@ class SQLiteStore:
                 raise
             self._runs.add(run_id)
             self._next[run_id] = first + len(events)
+            return first, texts
+
+    def append_chunks(self, run_id: str, name: str | None, events: Sequence[EventRow], chunk: int,
+                      committed: Callable[[int, list[str], int], None], dropped: int | None = None,
+                      owner: str | None = None, decoded: Sequence[Any] | None = None,
+                      any_run: bool = False) -> tuple[int, list[str]]:
+        """`append` a part of at most `chunk` events at a time, calling `committed` after each commit (see
+        `AppendsInChunks`); the write lock is held throughout, so the batch's seqs stay consecutive."""
+        check_decoded(events, decoded)
+        with self._wlock:
+            self._check_writable()
+            first = self._next.get(run_id, 1)
+            # the bounds for the whole batch before any part: a batch the store cannot take stores nothing
+            if run_id not in self._runs and len(self._runs) >= self.max_runs:
+                raise StoreFull(f"the store holds {len(self._runs)} runs (max_runs={self.max_runs}); "
+                                "delete some with DELETE /api/runs/{id}")
+            if first - 1 + len(events) > self.max_events_per_run:
+                raise StoreFull(f"run {run_id} would exceed max_events_per_run={self.max_events_per_run}")
+            last = first + len(events) - 1
+            texts: list[str] = []
+            for start in range(0, max(len(events), 1), chunk):
+                part = events[start:start + chunk]
+                try:
+                    # the name once (a later part's own run_start still renames the run, as in one append)
+                    at, part_texts = self.append(run_id, name if start == 0 else None, part, dropped=dropped,
+                                                 owner=owner, any_run=any_run,
+                                                 decoded=None if decoded is None else decoded[start:start + chunk])
+                except StoreError as exc:
+                    if not start:
+                        raise
+                    raise _partly_stored(exc, start, first) from exc
+                texts += part_texts
+                committed(at, part_texts, last)
             return first, texts
 
     def delete_run(self, run_id: str) -> bool:
@@ -511,6 +545,17 @@ class SQLiteStore:
                 self._r.close()
             self._w.close()
             self._release_lock()
+
+
+def _partly_stored(exc: StoreError, stored: int, first: int) -> StoreError:
+    """`exc` again, saying that the batch's first `stored` events (from seq `first`) were committed before it."""
+    kept = f"the batch's first {stored} events were stored (seq {first}..{first + stored - 1}), the rest not"
+    text = str(exc)
+    told = text.replace("nothing of this batch was stored", kept) if "nothing of this batch" in text \
+        else f"{text} ({kept})"
+    err = type(exc)(told.replace("and send again", "and send the rest again"))
+    err.stored, err.first_seq = stored, first
+    return err
 
 
 def _hold_writer_lock(path: str) -> IO[str] | None:

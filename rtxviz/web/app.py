@@ -26,7 +26,16 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from .._version import __version__
-from ..store import Notifying, RunStore, StoreForbidden, StoreFull, StoreUnavailable, default_db_path, open_store
+from ..store import (
+    Notifying,
+    RunStore,
+    StoreError,
+    StoreForbidden,
+    StoreFull,
+    StoreUnavailable,
+    default_db_path,
+    open_store,
+)
 from .deps import Accounts, Settings, get_principal
 from .hub import Hub
 from .routers import history, ingest, runs, ws
@@ -122,6 +131,15 @@ def _listen(store: Notifying, hub: Hub) -> Callable[[], None]:
     return store.listen(from_thread, reconnected)
 
 
+def _store_error(exc: StoreError) -> dict[str, Any]:
+    """A 507/503 answer: the reason, and how many of the batch's events were stored before the failure (a large
+    batch is stored in parts, routers/ingest.py): ``stored`` events from ``first_seq`` on are kept (and shown), so a
+    client that sends the batch again sends only its events after the first ``stored`` (docs/server.md)."""
+    if not exc.stored:
+        return {"detail": str(exc), "stored": 0}
+    return {"detail": str(exc), "stored": exc.stored, "first_seq": exc.first_seq}
+
+
 def create_app(db: str | None = None, settings: Settings | None = None, static_dir: str | Path | None = None,
                routers: Sequence[APIRouter] = (), **options: Any) -> FastAPI:
     """Build the server app. `db`: SQLite path (``":memory:"`` for a throwaway store) or a ``postgresql://``
@@ -163,11 +181,11 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     @app.exception_handler(StoreFull)
     async def store_full(request: Request, exc: StoreFull) -> JSONResponse:
         # 507 Insufficient Storage: a bound, or the disk; the same request succeeds once there is room
-        return JSONResponse({"detail": str(exc)}, status_code=507)
+        return JSONResponse(_store_error(exc), status_code=507)
 
     @app.exception_handler(StoreUnavailable)
     async def store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+        return JSONResponse(_store_error(exc), status_code=503, headers={"Retry-After": "5"})
 
     @app.exception_handler(StoreForbidden)
     async def store_forbidden(request: Request, exc: StoreForbidden) -> JSONResponse:

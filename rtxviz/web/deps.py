@@ -38,6 +38,9 @@ class Settings:
     max_body_bytes: int = 16 * 1024 * 1024
     max_events_per_batch: int = 50_000
     max_event_bytes: int = 256 * 1024
+    #: a batch over this many events is stored and shown in parts of this size (issue 15; the emitter's batches
+    #: are at most 2,000 events, so only larger posts, an import or a burst, are split)
+    ingest_chunk_events: int = 2000
     max_clients: int = 64
     client_queue_batches: int = 64
     max_page: int = 10_000

@@ -8,7 +8,9 @@ research/VIZ_ANCHORS.md §4.1: a loop of awaited sends lets one stuck socket sta
 
 Messages (JSON text frames), all carrying ``"type"``:
 - ``hello``: ``{"type": "hello", "v": 1, "run": {...}, "last_seq": N}`` once, on connect;
-- ``events``: ``{"type": "events", "run_id": ..., "first_seq": N, "replay": bool, "events": [ ... ]}``;
+- ``events``: ``{"type": "events", "run_id": ..., "first_seq": N, "replay": bool, "events": [ ... ]}``; a live
+  part of a larger batch (stored in parts: routers/ingest.py) also has ``"until": M``, the seq the batch ends at,
+  so that a page can wait for the rest (committed right behind) before it draws;
 - ``runs``: on the lobby socket, ``{"type": "runs", "run": {...}}`` when a run appears or changes (a lobby client
   that watches one owner's runs, a student's, gets only those).
 """
@@ -58,13 +60,15 @@ class Hub:
         return self._count
 
     # -- producers (ingest) ----------------------------------------------------------------------------------
-    def publish(self, run_id: str, first_seq: int, texts: list[str]) -> None:
-        """Hand a committed batch to every client of the run; never blocks."""
+    def publish(self, run_id: str, first_seq: int, texts: list[str], until: int | None = None) -> None:
+        """Hand a committed batch to every client of the run; never blocks. `until`: the seq the post it is part
+        of ends at (more of it follows when that is past the batch's last seq)."""
         clients = self._runs.get(run_id)
         if not clients:
             return
         # one shared message per batch: the first client to send it builds it, the others reuse the same string
-        item = (first_seq, texts, [None])
+        more = until if until is not None and until >= first_seq + len(texts) else None
+        item = (first_seq, texts, [None, "" if more is None else f',"until":{more}'])
         for c in clients:
             _offer(c, item)
 
@@ -184,11 +188,11 @@ class Hub:
                 await self._replay(client, head, upto=first - 1)
             skip = client.next_seq - first
             if skip > 0:  # partly sent from the store: this client needs its own, shorter message
-                msg = f'{head}{first + skip},"replay":false,"events":[{",".join(texts[skip:])}]}}'
+                msg = f'{head}{first + skip},"replay":false{shared[1]},"events":[{",".join(texts[skip:])}]}}'
             else:
                 msg = shared[0]
                 if msg is None:
-                    msg = shared[0] = f'{head}{first},"replay":false,"events":[{",".join(texts)}]}}'
+                    msg = shared[0] = f'{head}{first},"replay":false{shared[1]},"events":[{",".join(texts)}]}}'
             await self._send(client, msg)
             client.next_seq = end
 

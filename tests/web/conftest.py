@@ -27,6 +27,10 @@ SQLITE_ONLY: dict[str, str] = {
     "test_server_faults.py::test_a_full_disk_is_507_with_the_reason_and_recovers":
         "fills a SQLite file to its page limit (SQLITE_FULL)",
     "test_server_faults.py::test_a_damaged_database_is_503_with_the_reason": "damages a SQLite file's pages",
+    "test_ingest_chunks.py::test_a_full_disk_part_way_keeps_the_parts_stored_and_says_so":
+        "fills a SQLite file to its page limit (SQLITE_FULL)",
+    "test_ingest_chunks.py::test_the_emitter_counts_a_kept_part_as_sent_and_never_sends_it_again":
+        "fills a SQLite file to its page limit (SQLITE_FULL)",
     "test_server_faults.py::test_a_viewer_that_goes_away_leaves_no_unretrieved_task_exception":
         "drives the hub over a SQLiteStore it makes itself",
     "test_live.py::test_server_killed_mid_run_the_loop_finishes_and_drops_are_counted":

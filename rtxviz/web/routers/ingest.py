@@ -13,6 +13,8 @@ is full (a bound, or the disk: the same batch succeeds once there is room); 503 
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Annotated, Any
 
@@ -21,8 +23,9 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ...schema import MAX_NAME, EventError, validate_batch
-from ...store import EventRow, RunStore, StoreForbidden
+from ...store import AppendsInChunks, EventRow, RunStore, StoreError, StoreForbidden
 from ..deps import HubDep, Principal, PrincipalDep, Settings, SettingsDep, StoreDep
+from ..hub import Hub
 
 router = APIRouter(tags=["ingest"])
 
@@ -178,16 +181,33 @@ def _parse_json(body: bytes, s: Settings) -> tuple[list[EventRow], list[Any], di
     return out, events, {"name": name, "dropped": dropped}
 
 
+#: What `_ingest` calls after each commit: ``(first_seq, stored texts, the seq the whole batch ends at)``.
+Committed = Callable[[int, list[str], int], None]
+
+
 def _append_as(who: Principal, store: RunStore, run_id: str, name: str | None, events: list[EventRow],
-               dropped: int, decoded: list[Any]) -> tuple[int, list[str]]:
+               dropped: int, decoded: list[Any], chunk: int, committed: Committed) -> tuple[int, list[str]]:
     """Append as `who`: a new run is owned by the user (None for the admin); a student's append to another's run
-    raises StoreForbidden (403, checked by the store in its transaction); a teacher may add to any run."""
-    return store.append(run_id, name, events, dropped=dropped, owner=who.name, decoded=decoded,
-                        any_run=who.teacher)
+    raises StoreForbidden (403, checked by the store in its transaction); a teacher may add to any run.
+
+    A batch over `chunk` events goes in parts of `chunk` when the store can (`AppendsInChunks`), each handed to
+    `committed` once it is committed, so the viewers' work on one part overlaps the store's on the next (issue 15);
+    otherwise in one transaction, handed over once committed."""
+    if len(events) > chunk and isinstance(store, AppendsInChunks):
+        return store.append_chunks(run_id, name, events, chunk, committed, dropped=dropped, owner=who.name,
+                                   decoded=decoded, any_run=who.teacher)
+    first, texts = store.append(run_id, name, events, dropped=dropped, owner=who.name, decoded=decoded,
+                                any_run=who.teacher)
+    committed(first, texts, first + len(texts) - 1)
+    return first, texts
 
 
 def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped: int, body: bytes,
-            ctype: str, who: Principal) -> tuple[int, list[str], bool]:
+            ctype: str, who: Principal, committed: Committed = lambda first, texts, last: None,
+            ) -> tuple[int, list[str], bool]:
+    """Parse, validate and store a batch (every event is validated before any is stored: a 422 stores nothing);
+    `committed` gets what is stored as it is committed. Returns (first seq, the stored texts, whether the lobby
+    should hear of the run)."""
     try:
         if ctype == "application/x-ndjson":
             events, decoded = _parse_ndjson(body, s)
@@ -207,8 +227,9 @@ def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped
             if run is not None and not who.may_read(run):
                 raise StoreForbidden(f"run {run_id!r} belongs to another user")
         return store.last_seq(run_id) + 1, [], False
-    # StoreFull: 507, StoreUnavailable: 503, StoreForbidden (another student's run): 403
-    first, texts = _append_as(who, store, run_id, name, events, dropped, decoded)
+    # StoreFull: 507, StoreUnavailable: 503 (either part-way through a batch stored in parts: `stored` says how
+    # much of it is kept), StoreForbidden (another student's run): 403
+    first, texts = _append_as(who, store, run_id, name, events, dropped, decoded, s.ingest_chunk_events, committed)
     lifecycle = new_run or not _LIFECYCLE.isdisjoint(map(itemgetter(0), events))
     return first, texts, lifecycle
 
@@ -220,11 +241,25 @@ async def ingest(request: Request, run_id: RunIdPath, s: SettingsDep, store: Sto
     """Append a batch of events to run `run_id` (created on first use)."""
     body = await _read_body(request, s.max_body_bytes)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body, ctype, who)
-    if texts:
-        hub.publish(run_id, first, texts)
+    loop = asyncio.get_running_loop()
+
+    def committed(first: int, texts: list[str], last: int) -> None:
+        # from the worker thread, right after the commit: the hub lives on the loop (FIFO, so in commit order)
+        loop.call_soon_threadsafe(hub.publish, run_id, first, texts, last)
+
+    try:
+        first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body, ctype,
+                                                          who, committed)
+    except StoreError as exc:
+        if exc.stored:  # a failure part-way: what is stored may have created or started the run
+            await _announce(store, hub, run_id)
+        raise
     if lifecycle:
-        run = await run_in_threadpool(store.get_run, run_id)
-        if run is not None:
-            hub.publish_run(run)
+        await _announce(store, hub, run_id)
     return {"run_id": run_id, "first_seq": first, "count": len(texts)}
+
+
+async def _announce(store: RunStore, hub: Hub, run_id: str) -> None:
+    run = await run_in_threadpool(store.get_run, run_id)
+    if run is not None:
+        hub.publish_run(run)
