@@ -36,7 +36,7 @@ export class Frames {
   /** The seq the post being received ends at (its messages' `until`), and until when drawing waits for it. */
   private holdUntil = 0;
   private holdEnds = 0;
-  private holdTimer: number | null = null;
+  private holdTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private metrics: Metrics, private hooks: FrameHooks) {}
 
@@ -79,7 +79,7 @@ export class Frames {
 
   private wakeAtHoldEnd(): void {
     if (this.holdTimer !== null) return;
-    this.holdTimer = window.setTimeout(() => { this.holdTimer = null; this.frame(); },
+    this.holdTimer = setTimeout(() => { this.holdTimer = null; this.frame(); },
       Math.max(0, this.holdEnds - performance.now()));
   }
 

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DRAW_NOW_EVENTS, Frames } from "../src/frames";
+import { DRAW_NOW_EVENTS, Frames, HOLD_MS } from "../src/frames";
 import { newMetrics } from "../src/metrics";
 import { RunModel } from "../src/state";
 import type { RunEvent as Ev } from "../src/generated/events";
@@ -76,4 +76,57 @@ test("a new run drops what was applied for the old one and not yet drawn", () =>
   assert.equal(draws(), 0);
   assert.equal(metrics.drawnSeq, 0);
   assert.equal(metrics.latencies.length, 0);
+});
+
+test("the parts of one post are applied as they come and drawn once, when the last is in", () => {
+  queued.length = 0;
+  const model = new RunModel();
+  const { frames, metrics, draws } = loop(model);
+  const post = nodes(5000);
+  frames.push(post.slice(0, 2000), 5000); // parts of 2,000 (the server's), each saying the post ends at seq 5000
+  runFrames();
+  frames.push(post.slice(2000, 4000), 5000);
+  runFrames();
+  assert.equal(model.record("0")!.graph.nodes.size, 4000); // applied, not drawn
+  assert.equal(draws(), 0);
+  assert.equal(metrics.drawnSeq, 0);
+  assert.equal(metrics.latencies.length, 0);
+  frames.push(post.slice(4000)); // the last part has no `until`
+  assert.equal(draws(), 1); // at once, in the last part's task (thousands of events)
+  assert.equal(metrics.drawnSeq, 5000);
+  assert.equal(metrics.latencies.length, 5000);
+  runFrames();
+  assert.equal(draws(), 1);
+});
+
+test("a small last part of a post is drawn in the next frame; a post's parts do not hold a later small batch", () => {
+  queued.length = 0;
+  const model = new RunModel();
+  const { frames, metrics, draws } = loop(model);
+  frames.push(nodes(10), 12);
+  runFrames();
+  assert.equal(draws(), 0);
+  frames.push(nodes(2, 11));
+  runFrames();
+  assert.equal(draws(), 1);
+  assert.equal(metrics.drawnSeq, 12);
+  frames.push(nodes(3, 13)); // no post in progress: the next frame draws it
+  runFrames();
+  assert.equal(draws(), 2);
+  assert.equal(metrics.drawnSeq, 15);
+});
+
+test("a post whose rest never comes is drawn HOLD_MS after its first part", async () => {
+  queued.length = 0;
+  const model = new RunModel();
+  const { frames, metrics, draws } = loop(model);
+  const t0 = performance.now();
+  frames.push(nodes(100), 5000); // the server failed after this part
+  runFrames();
+  assert.equal(draws(), 0);
+  await new Promise((done) => setTimeout(done, HOLD_MS + 100));
+  assert.equal(draws(), 1);
+  assert.ok(performance.now() - t0 >= HOLD_MS);
+  assert.equal(metrics.drawnSeq, 100);
+  assert.equal(metrics.latencies.length, 100);
 });
