@@ -9,6 +9,10 @@ Answers 200 ``{"run_id", "first_seq", "count"}`` once committed; 413 for a body,
 422 naming the first bad event (the whole batch is refused); 415 for another content type; 507 when the store
 is full (a bound, or the disk: the same batch succeeds once there is room); 503 when the database cannot be written;
 403 when the token is a student's and the run another user's (a new run is owned by the user who posts it first).
+
+A batch over `Settings.ingest_chunk_events` is stored in parts, each handed to the hub once committed (the viewers
+work on one part while the next is stored; issue 15); a 507/503 part-way says in ``stored``/``first_seq`` what of
+it was kept (docs/server.md, "Large batches").
 """
 
 from __future__ import annotations
@@ -245,7 +249,10 @@ async def ingest(request: Request, run_id: RunIdPath, s: SettingsDep, store: Sto
 
     def committed(first: int, texts: list[str], last: int) -> None:
         # from the worker thread, right after the commit: the hub lives on the loop (FIFO, so in commit order)
-        loop.call_soon_threadsafe(hub.publish, run_id, first, texts, last)
+        try:
+            loop.call_soon_threadsafe(hub.publish, run_id, first, texts, last)
+        except RuntimeError:  # the loop has closed (the server is stopping): no viewer is left to tell
+            pass
 
     try:
         first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body, ctype,
