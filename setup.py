@@ -18,7 +18,9 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 
 
-STATIC_PACKAGE = "rtxviz.web.static"
+#: the built page and the notebook widget: folders of data, declared as packages so setuptools ships them instead of
+#: warning that each "is absent from the packages configuration"
+STATIC_PACKAGES = ("rtxviz.web.static", "rtxviz.notebook.static")
 
 
 class BuildPyWithViewer(build_py):
@@ -46,9 +48,10 @@ class BuildPyWithViewer(build_py):
             subprocess.run(["npm", "run", "build"], cwd=frontend, check=True, env=env)
         # built just now, after setuptools looked for packages: declare the folder, so that its files ship as the
         # package's data instead of setuptools warning that the folder "would be ignored"
-        if self.packages is not None and STATIC_PACKAGE not in self.packages:
-            self.packages.append(STATIC_PACKAGE)
-            self.package_data.setdefault(STATIC_PACKAGE, ["*", "**/*"])
+        for package in STATIC_PACKAGES:
+            if self.packages is not None and package not in self.packages:
+                self.packages.append(package)
+                self.package_data.setdefault(package, ["*", "**/*"])
         super().run()
 
 

@@ -430,10 +430,53 @@ def _specs() -> dict[str, tuple]:
 #: kind -> spec of every core kind the C check models (tests/web/test_event_check.py: all of them).
 SPECS = _specs()
 try:  # compiled at install when a C compiler was there (setup.py); RTXVIZ_NO_NATIVE=1 asks for pydantic only
-    _check: Any = None if os.environ.get("RTXVIZ_NO_NATIVE") == "1" else importlib.import_module(
-        "._eventcheck", __package__).check
+    _compiled: Any = None if os.environ.get("RTXVIZ_NO_NATIVE") == "1" else importlib.import_module(
+        "._eventcheck", __package__)
 except ImportError:
-    _check = None
+    _compiled = None
+_check: Any = None if _compiled is None else _compiled.check
+
+
+def _scan_spec(spec: tuple) -> tuple:
+    """A spec as the byte scan reads it: a typed dict's fields as (name as UTF-8 bytes, spec) pairs, its required
+    fields as a bit mask of their positions (the scan finds a field by its bytes, without making a str).
+
+    >>> _scan_spec((_TYPED, {"a": (_INT, None, None), "b": (_LIST, (_STR, -1), -1)}, ("b",), 0))
+    (9, ((b'a', (2, None, None)), (b'b', (7, (1, -1), -1))), 2, False)
+    """
+    code = spec[0]
+    if code == _TYPED:
+        names = list(spec[1])
+        if len(names) > 64:
+            raise _NoSpec("more than 64 fields")
+        fields = tuple((n.encode(), _scan_spec(spec[1][n])) for n in names)
+        return (_TYPED, fields, sum(1 << names.index(r) for r in spec[2]), bool(spec[3]))
+    if code == _LIST:
+        return (_LIST, _scan_spec(spec[1]), spec[2])
+    if code == _UNION:
+        return (_UNION, tuple(_scan_spec(o) for o in spec[1]))
+    return spec
+
+
+#: SPECS as the byte scan reads them (`_scan_spec`).
+SCAN_SPECS = {kind: _scan_spec(spec) for kind, spec in SPECS.items()}
+_scan: Any = None if _compiled is None else _compiled.scan
+
+
+def scan_lines(lines: list[bytes], fields: dict[str, tuple[str, ...]], loads: Any) -> Any:
+    """NDJSON lines read and checked straight from their bytes (the server's hot path, web/routers/ingest.py):
+    ``(rows [(kind, step, text)], decoded [dict of the kind's `fields`, or None for a kind not in them])``, or
+    None when some line is not confirmed (a fault, or what the compiled scan leaves to orjson and pydantic), or
+    when the compiled module is not built.
+
+    >>> import json
+    >>> got = scan_lines([b'{"v":1,"kind":"step_end","t":1.0,"step":3}'], {"step_end": ("t",)}, json.loads)
+    >>> got is None or got == ([("step_end", 3, '{"v":1,"kind":"step_end","t":1.0,"step":3}')], [{"t": 1.0}])
+    True
+    """
+    if _scan is None:
+        return None
+    return _scan(lines, SCAN_SPECS, fields, loads)
 
 
 class EventError(ValueError):

@@ -49,8 +49,15 @@ def use_decoder(loads: Callable[[str], Any]) -> None:
     global _loads
     _loads = loads
 
+#: The top-level fields the history reads of each kind it reads (`HistoryTracker.rows`): the server, which reads its
+#: NDJSON lines straight from their bytes, decodes only these for it (`decoded` may hold just them).
+FIELDS: dict[str, tuple[str, ...]] = {
+    "leaf": ("id", "name"), "node": ("id", "op", "module"), "grad": ("node", "output"),
+    "leaf_grad": ("leaf", "stats"), "optimizer_step": ("params",), "step_begin": (),
+    "checkpoint": ("phase", "segment"),
+}
 #: The event kinds the history reads; every other kind is not even decoded.
-KINDS = frozenset({"leaf", "node", "grad", "leaf_grad", "optimizer_step", "step_begin", "checkpoint"})
+KINDS = frozenset(FIELDS)
 
 #: One history row being built: [grad_norm or None, update_ratio or None, nonfinite (0/1)].
 Row = list[Any]
@@ -169,8 +176,9 @@ class HistoryTracker:
         given: `current` then expects the next batch after it); several events about one value in one step merge
         into one row (later numbers win, NaN/Inf is kept once seen).
 
-        `decoded`, when given, holds each event's text already decoded (the server has decoded every event to
-        validate it), one per event in order: then no text is decoded a second time. The rows are the same:
+        `decoded`, when given, holds each event's text already decoded, one per event in order: then no text is
+        decoded a second time. An entry may hold only the event's `FIELDS` (what the server's scan of the bytes
+        decodes), and for a kind the history does not read anything (None). The rows are the same:
 
         >>> ev = [("step_begin", 0, '{"kind":"step_begin","step":0}'),
         ...       ("node", 0, '{"kind":"node","id":7,"op":"exp","module":"m"}'),
