@@ -369,18 +369,9 @@ static int scan_number(Cur *c, Num *n) {
         }
         return 1;
     }
-    if (!nonzero || magnitude <= 308) return 1; /* below 1e308 < DBL_MAX */
-    if (magnitude > 309) return 0;              /* at least 1e309: infinite as a double */
-    char buf[64];
-    if (n->len >= (Py_ssize_t)sizeof(buf)) return 0;
-    memcpy(buf, n->start, n->len);
-    buf[n->len] = 0;
-    double d = PyOS_string_to_double(buf, NULL, NULL); /* +-inf past the range (HUGE_VAL) */
-    if (d == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return isfinite(d) ? 1 : 0;
+    /* below 1e308 < DBL_MAX: finite. From 1e308 on, a value may round to DBL_MAX or overflow: left to the caller
+       (this runs without the GIL, and such numbers are rare) */
+    return !nonzero || magnitude <= 308;
 }
 
 static int literal(Cur *c, const char *word, Py_ssize_t len) {
@@ -440,44 +431,183 @@ static int skip_value(Cur *c, int depth) {
     return 0;
 }
 
-static int match_at(Cur *c, PyObject *spec, int depth);
+/* The scan walks specs compiled from SCAN_SPECS into C (`compile_spec`), so that it runs without the GIL: the
+   event loop parses requests and feeds viewers on the other core while a batch is scanned. */
+typedef struct CSpec CSpec;
+typedef struct {
+    int type; /* 0 str, 1 int, 2 bool, 3 none */
+    const char *text;
+    Py_ssize_t len;
+    long long value;
+} Lit;
+struct CSpec {
+    int code;
+    Py_ssize_t max;             /* STR, LIST: -1 for none */
+    int has_ge, has_le;         /* INT */
+    long long ge, le;
+    CSpec *item;                /* LIST */
+    int n;                      /* UNION options, TYPED fields, LITERAL values */
+    CSpec **items;              /* UNION options, TYPED field specs */
+    char **names;               /* TYPED field names (UTF-8, owned) */
+    Py_ssize_t *lens;
+    unsigned long long required; /* TYPED: the required fields' bits */
+    int extra;
+    Lit *lits;                  /* LITERAL (str texts owned) */
+};
 
-static int int_in(PyObject *spec, long long v) {
-    PyObject *ge = PyTuple_GET_ITEM(spec, 1), *le = PyTuple_GET_ITEM(spec, 2);
-    if (ge != Py_None) {
-        long long lo = PyLong_AsLongLong(ge);
-        if (lo == -1 && PyErr_Occurred()) return -1;
-        if (v < lo) return 0;
+static void free_spec(CSpec *sp) {
+    if (sp == NULL) return;
+    free_spec(sp->item);
+    for (int i = 0; i < sp->n; i++) {
+        if (sp->items != NULL) free_spec(sp->items[i]);
+        if (sp->names != NULL) PyMem_Free(sp->names[i]);
+        if (sp->lits != NULL && sp->lits[i].type == 0) PyMem_Free((void *)sp->lits[i].text);
     }
-    if (le != Py_None) {
-        long long hi = PyLong_AsLongLong(le);
-        if (hi == -1 && PyErr_Occurred()) return -1;
-        if (v > hi) return 0;
-    }
-    return 1;
+    PyMem_Free(sp->items);
+    PyMem_Free(sp->names);
+    PyMem_Free(sp->lens);
+    PyMem_Free(sp->lits);
+    PyMem_Free(sp);
 }
 
-/* Where the top-level members lie (scan_line reads kind, step and the wanted fields from it). */
+static char *copy_bytes(const char *src, Py_ssize_t len) {
+    char *out = PyMem_Malloc(len + 1);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(out, src, len);
+    out[len] = 0;
+    return out;
+}
+
+static int long_or_none(PyObject *v, int *has, long long *out) {
+    *has = v != Py_None;
+    if (!*has) return 0;
+    *out = PyLong_AsLongLong(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A scan spec (schema._scan_spec's tuples) as C; NULL with an exception on a malformed one. */
+static CSpec *compile_spec(PyObject *spec) {
+    int code = spec_code(spec, 1);
+    if (code < 0) return NULL;
+    CSpec *sp = PyMem_Calloc(1, sizeof(CSpec));
+    if (sp == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    sp->code = code;
+    sp->max = -1;
+    switch (code) {
+    case ANY: case FLOAT: case BOOL: case NONE: case DICT:
+        return sp;
+    case STR:
+        if (spec_code(spec, 2) < 0) goto fail;
+        sp->max = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1));
+        if (sp->max == -1 && PyErr_Occurred()) goto fail;
+        return sp;
+    case INT:
+        if (spec_code(spec, 3) < 0 || long_or_none(PyTuple_GET_ITEM(spec, 1), &sp->has_ge, &sp->ge) < 0 ||
+            long_or_none(PyTuple_GET_ITEM(spec, 2), &sp->has_le, &sp->le) < 0)
+            goto fail;
+        return sp;
+    case LIST:
+        if (spec_code(spec, 3) < 0) goto fail;
+        sp->max = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 2));
+        if (sp->max == -1 && PyErr_Occurred()) goto fail;
+        if ((sp->item = compile_spec(PyTuple_GET_ITEM(spec, 1))) == NULL) goto fail;
+        return sp;
+    case LITERAL: {
+        if (spec_code(spec, 2) < 0) goto fail;
+        PyObject *values = PyTuple_GET_ITEM(spec, 1);
+        if (!PyTuple_CheckExact(values)) goto malformed;
+        sp->lits = PyMem_Calloc(PyTuple_GET_SIZE(values) + 1, sizeof(Lit));
+        if (sp->lits == NULL) goto nomem;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(values); i++) {
+            PyObject *v = PyTuple_GET_ITEM(values, i);
+            Lit *l = &sp->lits[sp->n];
+            if (PyUnicode_CheckExact(v)) {
+                const char *t = PyUnicode_AsUTF8AndSize(v, &l->len);
+                if (t == NULL || (l->text = copy_bytes(t, l->len)) == NULL) goto fail;
+                l->type = 0;
+            } else if (PyLong_CheckExact(v)) { /* exactly an int: 1 is not True */
+                int overflow = 0;
+                l->value = PyLong_AsLongLongAndOverflow(v, &overflow);
+                if (l->value == -1 && PyErr_Occurred()) goto fail;
+                if (overflow) continue; /* never confirmed */
+                l->type = 1;
+            } else if (v == Py_True || v == Py_False) {
+                l->type = 2;
+                l->value = v == Py_True;
+            } else if (v == Py_None) {
+                l->type = 3;
+            } else {
+                continue; /* other literal types: never confirmed here */
+            }
+            sp->n++;
+        }
+        return sp;
+    }
+    case UNION: {
+        if (spec_code(spec, 2) < 0) goto fail;
+        PyObject *options = PyTuple_GET_ITEM(spec, 1);
+        if (!PyTuple_CheckExact(options)) goto malformed;
+        Py_ssize_t n = PyTuple_GET_SIZE(options);
+        if ((sp->items = PyMem_Calloc(n + 1, sizeof(CSpec *))) == NULL) goto nomem;
+        for (; sp->n < n; sp->n++)
+            if ((sp->items[sp->n] = compile_spec(PyTuple_GET_ITEM(options, sp->n))) == NULL) goto fail;
+        return sp;
+    }
+    case TYPED: {
+        if (spec_code(spec, 4) < 0) goto fail;
+        PyObject *fields = PyTuple_GET_ITEM(spec, 1);
+        if (!PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) > 64) goto malformed;
+        sp->required = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(spec, 2));
+        if (sp->required == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
+        sp->extra = PyTuple_GET_ITEM(spec, 3) == Py_True;
+        Py_ssize_t n = PyTuple_GET_SIZE(fields);
+        sp->items = PyMem_Calloc(n + 1, sizeof(CSpec *));
+        sp->names = PyMem_Calloc(n + 1, sizeof(char *));
+        sp->lens = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+        if (sp->items == NULL || sp->names == NULL || sp->lens == NULL) goto nomem;
+        for (; sp->n < n; sp->n++) {
+            PyObject *pair = PyTuple_GET_ITEM(fields, sp->n);
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 0)))
+                goto malformed;
+            PyObject *name = PyTuple_GET_ITEM(pair, 0);
+            sp->lens[sp->n] = PyBytes_GET_SIZE(name);
+            if ((sp->names[sp->n] = copy_bytes(PyBytes_AS_STRING(name), sp->lens[sp->n])) == NULL) goto fail;
+            if ((sp->items[sp->n] = compile_spec(PyTuple_GET_ITEM(pair, 1))) == NULL) goto fail;
+        }
+        return sp;
+    }
+    default:
+        PyErr_Format(PyExc_ValueError, "_eventcheck: unknown spec code %d", code);
+        goto fail;
+    }
+malformed:
+    PyErr_SetString(PyExc_ValueError, "_eventcheck: malformed scan spec");
+    goto fail;
+nomem:
+    PyErr_NoMemory();
+fail:
+    free_spec(sp);
+    return NULL;
+}
+
+static int match_at(Cur *c, const CSpec *sp, int depth);
+
+/* Where the top-level members lie (scan_line reads the step and the wanted fields from it). */
 typedef struct {
     int n;
     Str keys[SCAN_MAX_KEYS];
     const unsigned char *vstart[SCAN_MAX_KEYS], *vend[SCAN_MAX_KEYS];
 } Members;
 
-/* an object's members against a scan spec (TYPED, ((name as bytes, spec), ...), required mask, extra): known
-   fields by their specs, unknown ones only where extra is allowed, every required one present, no key twice
-   (orjson would keep the last: left to the caller). Fields are found by their bytes, with no str made. */
-static int match_object(Cur *c, PyObject *spec, int depth, Members *out) {
-    if (spec_code(spec, 4) < 0) return -1;
-    PyObject *fields = PyTuple_GET_ITEM(spec, 1);
-    unsigned long long required = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(spec, 2));
-    if (required == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-    int extra = PyTuple_GET_ITEM(spec, 3) == Py_True;
-    if (!PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) > 64) {
-        PyErr_SetString(PyExc_ValueError, "_eventcheck: malformed scan spec");
-        return -1;
-    }
-    Py_ssize_t nfields = PyTuple_GET_SIZE(fields);
+/* an object's members against a TYPED spec: known fields by their specs, unknown ones only where extra is allowed,
+   every required one present, no key twice (orjson would keep the last: left to the caller) */
+static int match_object(Cur *c, const CSpec *sp, int depth, Members *out) {
     unsigned long long seen = 0;
     Str unknown[8];
     int nunknown = 0, nmembers = 0;
@@ -493,14 +623,12 @@ static int match_object(Cur *c, PyObject *spec, int depth, Members *out) {
             ws(c);
             if (c->p >= c->end || *c->p != ':') return 0;
             c->p++;
-            PyObject *field = NULL;
-            for (Py_ssize_t f = 0; f < nfields; f++) {
-                PyObject *pair = PyTuple_GET_ITEM(fields, f);
-                PyObject *name = PyTuple_GET_ITEM(pair, 0);
-                if (PyBytes_GET_SIZE(name) == key.len && memcmp(PyBytes_AS_STRING(name), key.start, key.len) == 0) {
+            const CSpec *field = NULL;
+            for (int f = 0; f < sp->n; f++) {
+                if (sp->lens[f] == key.len && memcmp(sp->names[f], key.start, key.len) == 0) {
                     if (seen & (1ULL << f)) return 0; /* twice */
                     seen |= 1ULL << f;
-                    field = PyTuple_GET_ITEM(pair, 1);
+                    field = sp->items[f];
                     break;
                 }
             }
@@ -508,7 +636,7 @@ static int match_object(Cur *c, PyObject *spec, int depth, Members *out) {
             const unsigned char *vstart = c->p;
             int ok;
             if (field == NULL) {
-                if (!extra || nunknown == 8) return 0; /* an unknown field (or many: left to the caller) */
+                if (!sp->extra || nunknown == 8) return 0; /* an unknown field (or many: left to the caller) */
                 for (int i = 0; i < nunknown; i++)
                     if (unknown[i].len == key.len && memcmp(unknown[i].start, key.start, key.len) == 0) return 0;
                 unknown[nunknown++] = key;
@@ -516,7 +644,7 @@ static int match_object(Cur *c, PyObject *spec, int depth, Members *out) {
             } else {
                 ok = match_at(c, field, depth + 1);
             }
-            if (ok <= 0) return ok;
+            if (!ok) return 0;
             if (out != NULL) {
                 if (nmembers == SCAN_MAX_KEYS) return 0;
                 out->keys[nmembers] = key;
@@ -538,40 +666,31 @@ static int match_object(Cur *c, PyObject *spec, int depth, Members *out) {
         }
     }
     if (out != NULL) out->n = nmembers;
-    return (seen & required) == required;
+    return (seen & sp->required) == sp->required;
 }
 
-/* the value at c->p against `spec`: 1 (and past it), 0 not confirmed, -1 an error */
-static int match_at(Cur *c, PyObject *spec, int depth) {
+/* the value at c->p against `sp`: 1 (and past it) or 0, not confirmed */
+static int match_at(Cur *c, const CSpec *sp, int depth) {
     if (depth > SCAN_MAX_DEPTH) return 0;
-    int code = spec_code(spec, 1);
-    if (code < 0) return -1;
     ws(c);
     if (c->p >= c->end) return 0;
     unsigned char ch = *c->p;
-    switch (code) {
+    switch (sp->code) {
     case ANY:
         return skip_value(c, depth);
     case STR: {
-        if (ch != '"') return 0;
-        if (spec_code(spec, 2) < 0) return -1;
-        Py_ssize_t max = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1));
-        if (max == -1 && PyErr_Occurred()) return -1;
         Str s;
-        if (!scan_string(c, &s)) return 0;
-        return max < 0 || s.chars <= max; /* characters, as pydantic counts */
+        if (ch != '"' || !scan_string(c, &s)) return 0;
+        return sp->max < 0 || s.chars <= sp->max; /* characters, as pydantic counts */
     }
     case INT: {
-        if (spec_code(spec, 3) < 0) return -1;
-        if (ch != '-' && !is_digit(ch)) return 0;
         Num n;
-        if (!scan_number(c, &n) || !n.is_int || !n.fits) return 0;
-        return int_in(spec, n.value);
+        if ((ch != '-' && !is_digit(ch)) || !scan_number(c, &n) || !n.is_int || !n.fits) return 0;
+        return !(sp->has_ge && n.value < sp->ge) && !(sp->has_le && n.value > sp->le);
     }
     case FLOAT: {
-        if (ch != '-' && !is_digit(ch)) return 0;
         Num n;
-        if (!scan_number(c, &n)) return 0;
+        if ((ch != '-' && !is_digit(ch)) || !scan_number(c, &n)) return 0;
         return !n.is_int || n.fits; /* a long integer may be read as an int or a float: left to the caller */
     }
     case BOOL:
@@ -579,41 +698,32 @@ static int match_at(Cur *c, PyObject *spec, int depth) {
     case NONE:
         return ch == 'n' ? literal(c, "null", 4) : 0;
     case LITERAL: {
-        if (spec_code(spec, 2) < 0) return -1;
-        PyObject *values = PyTuple_GET_ITEM(spec, 1);
         Cur start = *c;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(values); i++) {
-            PyObject *want = PyTuple_GET_ITEM(values, i);
+        for (int i = 0; i < sp->n; i++) {
+            const Lit *l = &sp->lits[i];
             *c = start;
-            if (PyUnicode_CheckExact(want)) {
-                Str s;
-                Py_ssize_t len;
-                const char *w = PyUnicode_AsUTF8AndSize(want, &len);
-                if (w == NULL) return -1;
-                if (ch == '"' && scan_string(c, &s) && !s.escaped && s.len == len && memcmp(s.start, w, len) == 0)
+            Str s;
+            Num n;
+            switch (l->type) {
+            case 0:
+                if (ch == '"' && scan_string(c, &s) && !s.escaped && s.len == l->len && memcmp(s.start, l->text, l->len) == 0)
                     return 1;
-            } else if (PyLong_CheckExact(want)) { /* exactly an int: 1 is not True, 1.0 is not 1 */
-                int overflow = 0;
-                long long w = PyLong_AsLongLongAndOverflow(want, &overflow);
-                if (w == -1 && PyErr_Occurred()) return -1;
-                Num n;
-                if (!overflow && (ch == '-' || is_digit(ch)) && scan_number(c, &n) && n.is_int && n.fits &&
-                    n.value == w)
+                break;
+            case 1:
+                if ((ch == '-' || is_digit(ch)) && scan_number(c, &n) && n.is_int && n.fits && n.value == l->value)
                     return 1;
-            } else if (want == Py_True || want == Py_False) {
-                if (literal(c, want == Py_True ? "true" : "false", want == Py_True ? 4 : 5)) return 1;
-            } else if (want == Py_None) {
+                break;
+            case 2:
+                if (literal(c, l->value ? "true" : "false", l->value ? 4 : 5)) return 1;
+                break;
+            default:
                 if (literal(c, "null", 4)) return 1;
-            } /* other literal types: never confirmed here */
+            }
         }
         return 0;
     }
     case LIST: {
         if (ch != '[') return 0;
-        if (spec_code(spec, 3) < 0) return -1;
-        Py_ssize_t max = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 2));
-        if (max == -1 && PyErr_Occurred()) return -1;
-        PyObject *item = PyTuple_GET_ITEM(spec, 1);
         Py_ssize_t n = 0;
         c->p++;
         ws(c);
@@ -622,10 +732,9 @@ static int match_at(Cur *c, PyObject *spec, int depth) {
             return 1;
         }
         for (;;) {
-            int ok = match_at(c, item, depth + 1);
-            if (ok <= 0) return ok;
+            if (!match_at(c, sp->item, depth + 1)) return 0;
             n++;
-            if (max >= 0 && n > max) return 0;
+            if (sp->max >= 0 && n > sp->max) return 0;
             ws(c);
             if (c->p >= c->end) return 0;
             if (*c->p == ',') {
@@ -642,21 +751,17 @@ static int match_at(Cur *c, PyObject *spec, int depth) {
     case DICT:
         return ch == '{' ? skip_value(c, depth) : 0;
     case TYPED:
-        return ch == '{' ? match_object(c, spec, depth, NULL) : 0;
+        return ch == '{' ? match_object(c, sp, depth, NULL) : 0;
     case UNION: {
-        if (spec_code(spec, 2) < 0) return -1;
-        PyObject *options = PyTuple_GET_ITEM(spec, 1);
         Cur start = *c;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(options); i++) {
+        for (int i = 0; i < sp->n; i++) {
             *c = start;
-            int ok = match_at(c, PyTuple_GET_ITEM(options, i), depth);
-            if (ok != 0) return ok;
+            if (match_at(c, sp->items[i], depth)) return 1;
         }
         return 0;
     }
     default:
-        PyErr_Format(PyExc_ValueError, "_eventcheck: unknown spec code %d", code);
-        return -1;
+        return 0;
     }
 }
 
@@ -681,7 +786,7 @@ static PyObject *decode_member(const unsigned char *start, const unsigned char *
 }
 
 /* The kind of the object at c->p when it is one of its first two members (as every emitter writes it: "v" then
-   "kind"), else NULL; a string without escapes. */
+   "kind"); a string without escapes. */
 static int early_kind(Cur c, Str *kind) {
     c.p++;
     for (int i = 0; i < 2; i++) {
@@ -702,126 +807,223 @@ static int early_kind(Cur c, Str *kind) {
     return 0;
 }
 
-/* One line: 1 with *row and *decoded set (new references), 0 not confirmed, -1 an error. */
-static int scan_line(PyObject *line, PyObject *specs, PyObject *wanted, PyObject *loads, PyObject **row,
-                     PyObject **decoded) {
-    if (!PyBytes_CheckExact(line)) return 0;
-    const unsigned char *begin = (const unsigned char *)PyBytes_AS_STRING(line);
-    Cur c = {begin, begin + PyBytes_GET_SIZE(line)};
+/* The compiled specs, one per kind: made when `scan` is first given a specs dict (SCAN_SPECS, made once at import)
+   and kept while the same dict comes. A table is never freed: a scan in another thread, without the GIL, may be
+   reading it (another dict makes another table; only tests pass one). */
+#define SCAN_MAX_WANTED 4
+typedef struct {
+    char *name;
+    Py_ssize_t len;
+    PyObject *kind; /* the dict's own key */
+    CSpec *spec;
+} Kind;
+typedef struct {
+    PyObject *specs; /* a reference: the dict this table was made from */
+    Kind *kinds;
+    Py_ssize_t n;
+} KindTable;
+static KindTable *current_table = NULL;
+
+static KindTable *compile_kinds(PyObject *specs) {
+    if (current_table != NULL && current_table->specs == specs) return current_table;
+    Py_ssize_t pos = 0;
+    KindTable *t = PyMem_Calloc(1, sizeof(KindTable));
+    if (t == NULL || (t->kinds = PyMem_Calloc(PyDict_GET_SIZE(specs) + 1, sizeof(Kind))) == NULL) {
+        PyMem_Free(t);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    PyObject *key, *value;
+    while (PyDict_Next(specs, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) continue;
+        Py_ssize_t len;
+        const char *text = PyUnicode_AsUTF8AndSize(key, &len);
+        Kind *k = &t->kinds[t->n];
+        if (text == NULL || (k->name = copy_bytes(text, len)) == NULL) goto fail;
+        k->len = len;
+        k->kind = Py_NewRef(key);
+        t->n++;
+        if ((k->spec = compile_spec(value)) == NULL) goto fail;
+        if (k->spec->code != TYPED) {
+            PyErr_SetString(PyExc_ValueError, "_eventcheck: a kind's scan spec must be a typed dict");
+            goto fail;
+        }
+    }
+    t->specs = Py_NewRef(specs);
+    current_table = t; /* the previous one stays (see above) */
+    return t;
+fail:
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        PyMem_Free(t->kinds[i].name);
+        Py_XDECREF(t->kinds[i].kind);
+        free_spec(t->kinds[i].spec);
+    }
+    PyMem_Free(t->kinds);
+    PyMem_Free(t);
+    return NULL;
+}
+
+/* What the scan of one line found (without the GIL): its kind, its step, where its wanted fields' values lie. */
+typedef struct {
+    int ok;
+    int kind;
+    int has_step;
+    long long step;
+    const unsigned char *wstart[SCAN_MAX_WANTED], *wend[SCAN_MAX_WANTED];
+} Found;
+
+typedef struct {
+    int n;
+    const char *names[SCAN_MAX_WANTED];
+    Py_ssize_t lens[SCAN_MAX_WANTED];
+} Wanted;
+
+static void scan_line(const KindTable *t, const unsigned char *begin, Py_ssize_t size, const Wanted *wanted,
+                      Found *f) {
+    f->ok = 0;
+    Cur c = {begin, begin + size};
     ws(&c);
-    if (c.p >= c.end || *c.p != '{') return 0;
+    if (c.p >= c.end || *c.p != '{') return;
     Str ks;
-    if (!early_kind(c, &ks)) return 0; /* the kind elsewhere: left to the caller */
-    PyObject *kind = PyUnicode_DecodeUTF8((const char *)ks.start, ks.len, NULL);
-    if (kind == NULL) return -1;
-    PyObject *spec = PyDict_GetItemWithError(specs, kind); /* borrowed */
-    if (spec == NULL) {
-        Py_DECREF(kind);
-        return PyErr_Occurred() ? -1 : 0; /* a kind without a spec: the caller's */
-    }
+    if (!early_kind(c, &ks)) return; /* the kind elsewhere: left to the caller */
+    int kind = -1;
+    for (Py_ssize_t i = 0; i < t->n && kind < 0; i++)
+        if (t->kinds[i].len == ks.len && memcmp(t->kinds[i].name, ks.start, ks.len) == 0) kind = (int)i;
+    if (kind < 0) return; /* a kind without a spec: the caller's */
     Members m;
-    int ok = spec_code(spec, 1) == TYPED ? match_object(&c, spec, 1, &m) : 0;
-    if (ok > 0) {
-        ws(&c);
-        ok = c.p == c.end; /* nothing may follow the object */
-    }
-    if (ok <= 0) {
-        Py_DECREF(kind);
-        return ok;
-    }
-    PyObject *step = NULL;
-    for (int k = 0; k < m.n && step == NULL; k++) {
+    if (!match_object(&c, t->kinds[kind].spec, 1, &m)) return;
+    ws(&c);
+    if (c.p != c.end) return; /* nothing may follow the object */
+    f->kind = kind;
+    f->has_step = 0;
+    for (int k = 0; k < m.n; k++) {
         if (m.keys[k].len != 4 || memcmp(m.keys[k].start, "step", 4) != 0) continue;
         Num n;
         Cur sc = {m.vstart[k], m.vend[k]};
-        if (*sc.p == 'n') {
-            step = Py_NewRef(Py_None);
-        } else if ((*sc.p == '-' || is_digit(*sc.p)) && scan_number(&sc, &n) && n.is_int && n.fits) {
-            step = PyLong_FromLongLong(n.value);
-            if (step == NULL) {
-                Py_DECREF(kind);
-                return -1;
-            }
-        } else {
-            Py_DECREF(kind);
-            return 0; /* a step the spec let through as something else: the caller decodes it */
-        }
+        if (*sc.p == 'n') break;
+        if (!((*sc.p == '-' || is_digit(*sc.p)) && scan_number(&sc, &n) && n.is_int && n.fits))
+            return; /* a step the spec let through as something else: the caller decodes it */
+        f->has_step = 1;
+        f->step = n.value;
+        break;
     }
-    if (step == NULL) step = Py_NewRef(Py_None);
-    PyObject *text = PyUnicode_DecodeUTF8((const char *)begin, PyBytes_GET_SIZE(line), NULL);
-    *row = text == NULL ? NULL : PyTuple_Pack(3, kind, step, text);
-    Py_DECREF(step);
-    Py_XDECREF(text);
-    if (*row == NULL) {
-        Py_DECREF(kind);
-        return -1;
-    }
-    PyObject *names = PyDict_GetItemWithError(wanted, kind); /* borrowed */
-    Py_DECREF(kind);
-    if (names == NULL) {
-        if (PyErr_Occurred()) goto fail;
-        *decoded = Py_NewRef(Py_None);
-        return 1;
-    }
-    if (!PyTuple_CheckExact(names)) {
-        PyErr_SetString(PyExc_TypeError, "scan: wanted maps a kind to a tuple of field names");
-        goto fail;
-    }
-    PyObject *fields = PyDict_New();
-    if (fields == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-        Py_ssize_t len;
-        const char *want = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &len);
-        if (want == NULL) {
-            Py_DECREF(fields);
-            goto fail;
-        }
+    const Wanted *w = &wanted[kind];
+    for (int i = 0; i < w->n; i++) {
+        f->wstart[i] = NULL;
         for (int k = 0; k < m.n; k++) {
-            if (m.keys[k].len != len || memcmp(m.keys[k].start, want, len) != 0) continue;
-            PyObject *value = decode_member(m.vstart[k], m.vend[k], loads);
-            if (value == NULL || PyDict_SetItem(fields, PyTuple_GET_ITEM(names, i), value) < 0) {
-                Py_XDECREF(value);
-                Py_DECREF(fields);
-                goto fail;
+            if (m.keys[k].len == w->lens[i] && memcmp(m.keys[k].start, w->names[i], w->lens[i]) == 0) {
+                f->wstart[i] = m.vstart[k];
+                f->wend[i] = m.vend[k];
+                break;
             }
-            Py_DECREF(value);
-            break;
         }
     }
-    *decoded = fields;
-    return 1;
-fail:
-    Py_CLEAR(*row);
-    return -1;
+    f->ok = 1;
 }
 
 static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4 || !PyList_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])) {
+    if (nargs != 4 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyDict_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "scan(lines: list[bytes], specs: dict, wanted: dict, loads)");
         return NULL;
     }
-    PyObject *lines = args[0];
-    Py_ssize_t n = PyList_GET_SIZE(lines);
-    PyObject *rows = PyList_New(n), *decoded = PyList_New(n);
-    if (rows == NULL || decoded == NULL) goto error;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *row = NULL, *dec = NULL;
-        int ok = scan_line(PyList_GET_ITEM(lines, i), args[1], args[2], args[3], &row, &dec);
-        if (ok < 0) goto error;
-        if (ok == 0) {
-            Py_DECREF(rows);
-            Py_DECREF(decoded);
-            Py_RETURN_NONE;
-        }
-        PyList_SET_ITEM(rows, i, row);
-        PyList_SET_ITEM(decoded, i, dec);
+    PyObject *specs = args[1], *wanted_dict = args[2], *loads = args[3];
+    KindTable *t = compile_kinds(specs);
+    if (t == NULL) return NULL;
+    Py_ssize_t nkinds = t->n;
+    Kind *kinds = t->kinds;
+    Py_ssize_t n = PyList_GET_SIZE(args[0]);
+    /* the lines (held: the list may change while the GIL is released) and the wanted fields of each kind */
+    PyObject **lines = PyMem_Malloc((n + 1) * sizeof(PyObject *));
+    Found *found = PyMem_Malloc((n + 1) * sizeof(Found));
+    Wanted *wanted = PyMem_Calloc(nkinds + 1, sizeof(Wanted));
+    PyObject **wanted_names = PyMem_Calloc(nkinds + 1, sizeof(PyObject *));
+    PyObject *result = NULL, *rows = NULL, *decoded = NULL;
+    Py_ssize_t held = 0;
+    if (lines == NULL || found == NULL || wanted == NULL || wanted_names == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
-    return Py_BuildValue("(NN)", rows, decoded);
-error:
+    for (; held < n; held++) {
+        lines[held] = Py_NewRef(PyList_GET_ITEM(args[0], held));
+        if (!PyBytes_CheckExact(lines[held])) { /* not bytes: the caller's */
+            held++;
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    for (Py_ssize_t k = 0; k < nkinds; k++) {
+        PyObject *names = PyDict_GetItemWithError(wanted_dict, kinds[k].kind); /* borrowed */
+        if (names == NULL) {
+            if (PyErr_Occurred()) goto done;
+            continue;
+        }
+        if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) > SCAN_MAX_WANTED) {
+            PyErr_SetString(PyExc_TypeError, "scan: wanted maps a kind to a tuple of at most 4 field names");
+            goto done;
+        }
+        wanted_names[k] = Py_NewRef(names);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+            wanted[k].names[i] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &wanted[k].lens[i]);
+            if (wanted[k].names[i] == NULL) goto done;
+        }
+        wanted[k].n = (int)PyTuple_GET_SIZE(names);
+    }
+    int all = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && all; i++) {
+        scan_line(t, (const unsigned char *)PyBytes_AS_STRING(lines[i]), PyBytes_GET_SIZE(lines[i]), wanted,
+                  &found[i]);
+        all = found[i].ok;
+    }
+    Py_END_ALLOW_THREADS
+    if (!all) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    rows = PyList_New(n);
+    decoded = PyList_New(n);
+    if (rows == NULL || decoded == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Found *f = &found[i];
+        PyObject *step = f->has_step ? PyLong_FromLongLong(f->step) : Py_NewRef(Py_None);
+        PyObject *text = step == NULL ? NULL : PyUnicode_DecodeUTF8(PyBytes_AS_STRING(lines[i]),
+                                                                    PyBytes_GET_SIZE(lines[i]), NULL);
+        PyObject *row = text == NULL ? NULL : PyTuple_Pack(3, kinds[f->kind].kind, step, text);
+        Py_XDECREF(step);
+        Py_XDECREF(text);
+        if (row == NULL) goto done;
+        PyList_SET_ITEM(rows, i, row);
+        PyObject *names = wanted_names[f->kind];
+        if (names == NULL) {
+            PyList_SET_ITEM(decoded, i, Py_NewRef(Py_None));
+            continue;
+        }
+        PyObject *fields = PyDict_New();
+        if (fields == NULL) goto done;
+        PyList_SET_ITEM(decoded, i, fields);
+        for (int w = 0; w < wanted[f->kind].n; w++) {
+            if (f->wstart[w] == NULL) continue;
+            PyObject *value = decode_member(f->wstart[w], f->wend[w], loads);
+            if (value == NULL || PyDict_SetItem(fields, PyTuple_GET_ITEM(names, w), value) < 0) {
+                Py_XDECREF(value);
+                goto done;
+            }
+            Py_DECREF(value);
+        }
+    }
+    result = Py_BuildValue("(OO)", rows, decoded);
+done:
     Py_XDECREF(rows);
     Py_XDECREF(decoded);
-    return NULL;
+    for (Py_ssize_t i = 0; i < held; i++) Py_DECREF(lines[i]);
+    if (wanted_names != NULL)
+        for (Py_ssize_t k = 0; k < nkinds; k++) Py_XDECREF(wanted_names[k]);
+    PyMem_Free(lines);
+    PyMem_Free(found);
+    PyMem_Free(wanted);
+    PyMem_Free(wanted_names);
+    return result;
 }
 
 static PyMethodDef methods[] = {
