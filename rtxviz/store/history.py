@@ -111,20 +111,27 @@ class _StepNames:
 
     def __init__(self, step: int) -> None:
         self.step = step
-        self.ordinals: dict[str, int] = {}
-        self.nodes: dict[int, str] = {}
+        # a node's key, ``<rc>module|op|k``, is kept as its parts and written out only for a node that gets a history
+        # row (`key`): most nodes of a big graph never do, and the two strings per node were a tenth of the ingest
+        self.ordinals: dict[tuple[str, str, str], int] = {}  # (rc, module, op) -> how many so far
+        self.nodes: dict[int, tuple[str, str, str, int]] = {}  # node id -> (rc, module, op, k)
         self.segments: dict[Any, int] = {}  # engine segment id -> ordinal within the step (1, 2, ...)
         self.recompute: int | None = None   # the ordinal of the segment being recomputed
         self.rc = ""                        # the key's prefix while it is: "rc<ordinal>:"
 
     def node(self, ev: dict) -> None:
         module, op = ev.get("module"), ev.get("op")
-        base = f"{self.rc}{module if isinstance(module, str) else ''}|{op if isinstance(op, str) else '?'}"
+        base = (self.rc, module if isinstance(module, str) else "", op if isinstance(op, str) else "?")
         k = self.ordinals.get(base, 0) + 1
         self.ordinals[base] = k
         nid = ev.get("id")
         if isinstance(nid, int):
-            self.nodes[nid] = f"{base}|{k}"
+            self.nodes[nid] = (*base, k)
+
+    def key(self, node_id: Any) -> str | None:
+        """The page's key of node `node_id` of this step (``<rc>module|op|k``), None for a node not seen."""
+        parts = self.nodes.get(node_id)
+        return None if parts is None else f"{parts[0]}{parts[1]}|{parts[2]}|{parts[3]}"
 
     def checkpoint(self, ev: dict) -> None:
         phase, seg = ev.get("phase"), ev.get("segment", -1)
@@ -208,7 +215,7 @@ class HistoryTracker:
                     got = (ev.get("node"), o) if type(o) is dict else None
                 if got is None:
                     continue
-                key = names.nodes.get(got[0])
+                key = names.key(got[0])
                 if key is None:
                     continue
                 o = got[1]
@@ -223,6 +230,11 @@ class HistoryTracker:
                         row[0] = g
                     row[2] = row[2] or bad
                 continue
+            if kind == "node" and type(ev) is dict:  # the other frequent kind, its step's names at hand: named
+                names = run.step
+                if names is not None and names.step == step:
+                    names.node(ev)
+                    continue
             if ev is None:
                 try:
                     ev = loads(text)
