@@ -105,3 +105,27 @@ def test_a_file_newer_than_the_code_is_refused_by_writers_and_readers(tmp_path: 
     con.commit()
     con.close()
     open_store(str(path)).close()  # the refusal left no writer's lock behind
+
+
+def page_size_of(path: Path) -> int:
+    con = sqlite3.connect(path)
+    try:
+        return int(con.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        con.close()
+
+
+def test_a_new_file_gets_16_kib_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    from rtxviz.store.sqlite import PAGE_SIZE
+
+    SQLiteStore(str(tmp_path / "new.db")).close()
+    assert page_size_of(tmp_path / "new.db") == PAGE_SIZE == 16384
+    old_file(tmp_path / "old.db")  # made by sqlite3 with its default pages
+    assert page_size_of(tmp_path / "old.db") == 4096
+    store = SQLiteStore(str(tmp_path / "old.db"))
+    try:
+        store.append("old", None, [("step_begin", 1, '{"v":1,"kind":"step_begin","t":0,"step":1}')])
+        assert [seq for seq, _ in store.events("old")] == [1, 2, 3]
+    finally:
+        store.close()
+    assert page_size_of(tmp_path / "old.db") == 4096
