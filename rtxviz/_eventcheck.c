@@ -765,13 +765,36 @@ static int match_at(Cur *c, const CSpec *sp, int depth) {
     }
 }
 
+/* Short strings decoded for the history (op and module names: a few distinct ones, each in thousands of events)
+   come from a small cache keyed by their bytes: one str per distinct name, whose hash is then computed once. Used
+   with the GIL held only. */
+#define NAME_CACHE 256
+#define NAME_CACHE_MAX_LEN 64
+static PyObject *name_cache[NAME_CACHE];
+
+static PyObject *short_str(const unsigned char *p, Py_ssize_t len) {
+    if (len > NAME_CACHE_MAX_LEN) return PyUnicode_DecodeUTF8((const char *)p, len, NULL);
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
+    PyObject **slot = &name_cache[h % NAME_CACHE];
+    if (*slot != NULL) {
+        Py_ssize_t have;
+        const char *text = PyUnicode_AsUTF8AndSize(*slot, &have);
+        if (text != NULL && have == len && memcmp(text, p, len) == 0) return Py_NewRef(*slot);
+        PyErr_Clear();
+    }
+    PyObject *str = PyUnicode_DecodeUTF8((const char *)p, len, NULL);
+    if (str != NULL) Py_XSETREF(*slot, Py_NewRef(str));
+    return str;
+}
+
 /* A top-level member's value as Python: an int or an unescaped string built here, anything else by `loads`. */
 static PyObject *decode_member(const unsigned char *start, const unsigned char *end, PyObject *loads) {
     Cur c = {start, end};
     unsigned char ch = *start;
     if (ch == '"') {
         Str s;
-        if (scan_string(&c, &s) && !s.escaped) return PyUnicode_DecodeUTF8((const char *)s.start, s.len, NULL);
+        if (scan_string(&c, &s) && !s.escaped) return short_str(s.start, s.len);
     } else if (ch == '-' || is_digit(ch)) {
         Num n;
         if (scan_number(&c, &n) && n.is_int && n.fits) return PyLong_FromLongLong(n.value);

@@ -114,24 +114,27 @@ class _StepNames:
         # a node's key, ``<rc>module|op|k``, is kept as its parts and written out only for a node that gets a history
         # row (`key`): most nodes of a big graph never do, and the two strings per node were a tenth of the ingest
         self.ordinals: dict[tuple[str, str, str], int] = {}  # (rc, module, op) -> how many so far
-        self.nodes: dict[int, tuple[str, str, str, int]] = {}  # node id -> (rc, module, op, k)
+        self.nodes: dict[int, tuple[tuple[str, str, str], int]] = {}  # node id -> ((rc, module, op), k)
         self.segments: dict[Any, int] = {}  # engine segment id -> ordinal within the step (1, 2, ...)
         self.recompute: int | None = None   # the ordinal of the segment being recomputed
         self.rc = ""                        # the key's prefix while it is: "rc<ordinal>:"
 
     def node(self, ev: dict) -> None:
         module, op = ev.get("module"), ev.get("op")
-        base = (self.rc, module if isinstance(module, str) else "", op if isinstance(op, str) else "?")
+        base = (self.rc, module if type(module) is str else "", op if type(op) is str else "?")
         k = self.ordinals.get(base, 0) + 1
         self.ordinals[base] = k
         nid = ev.get("id")
-        if isinstance(nid, int):
-            self.nodes[nid] = (*base, k)
+        if type(nid) is int:
+            self.nodes[nid] = (base, k)
 
     def key(self, node_id: Any) -> str | None:
         """The page's key of node `node_id` of this step (``<rc>module|op|k``), None for a node not seen."""
-        parts = self.nodes.get(node_id)
-        return None if parts is None else f"{parts[0]}{parts[1]}|{parts[2]}|{parts[3]}"
+        got = self.nodes.get(node_id)
+        if got is None:
+            return None
+        (rc, module, op), k = got
+        return f"{rc}{module}|{op}|{k}"
 
     def checkpoint(self, ev: dict) -> None:
         phase, seg = ev.get("phase"), ev.get("segment", -1)

@@ -99,11 +99,14 @@ def _insert_events(cur: sqlite3.Connection, run_id: str, first: int, events: Seq
     """Insert the batch's rows, seq `first` on."""
     # one flat list of bindings, run_id, seq, kind, step, body a row, built a column at a time
     n = len(events)
+    if n == 0:
+        return
     flat: list[Any] = [None] * (5 * n)
     flat[0::5] = itertools.repeat(run_id, n)
     flat[1::5] = range(first, first + n)
-    flat[2::5] = [kind for kind, _, _ in events]
-    flat[3::5] = [step for _, step, _ in events]
+    kinds, steps, _ = zip(*events, strict=True)  # the columns in C (two comprehensions cost ~0.3 us an event)
+    flat[2::5] = kinds
+    flat[3::5] = steps
     flat[4::5] = texts
     _insert_many(cur, "INSERT INTO events (run_id, seq, kind, step, body)", 5, flat)
 
