@@ -944,35 +944,87 @@ static void scan_line(const KindTable *t, const unsigned char *begin, Py_ssize_t
     f->ok = 1;
 }
 
+static int is_strip_space(unsigned char ch) { /* what bytes.strip() strips */
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\x0b' || ch == '\x0c';
+}
+
+/* scan(source, specs, wanted, loads, max_events=-1, max_line=-1): `source` is a list of lines (bytes) or a whole
+   NDJSON body (bytes: split on newlines here, each line stripped as bytes.strip() strips it, empty ones skipped).
+   None when a line is not confirmed, or when the body holds more than max_events lines or a line longer than
+   max_line bytes (the caller's careful path names those). */
 static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) || !PyDict_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "scan(lines: list[bytes], specs: dict, wanted: dict, loads)");
+    if (nargs < 4 || nargs > 6 || !(PyList_CheckExact(args[0]) || PyBytes_CheckExact(args[0])) ||
+        !PyDict_CheckExact(args[1]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "scan(lines: list[bytes] | body: bytes, specs: dict, wanted: dict, loads, "
+                                         "max_events=-1, max_line=-1)");
         return NULL;
     }
-    PyObject *specs = args[1], *wanted_dict = args[2], *loads = args[3];
+    Py_ssize_t max_events = -1, max_line = -1;
+    if (nargs > 4 && (max_events = PyLong_AsSsize_t(args[4])) == -1 && PyErr_Occurred()) return NULL;
+    if (nargs > 5 && (max_line = PyLong_AsSsize_t(args[5])) == -1 && PyErr_Occurred()) return NULL;
+    PyObject *source = args[0], *specs = args[1], *wanted_dict = args[2], *loads = args[3];
     KindTable *t = compile_kinds(specs);
     if (t == NULL) return NULL;
     Py_ssize_t nkinds = t->n;
     Kind *kinds = t->kinds;
-    Py_ssize_t n = PyList_GET_SIZE(args[0]);
-    /* the lines (held: the list may change while the GIL is released) and the wanted fields of each kind */
-    PyObject **lines = PyMem_Malloc((n + 1) * sizeof(PyObject *));
+    int from_body = PyBytes_CheckExact(source);
+    Py_ssize_t n = 0;
+    if (from_body) { /* an upper bound: the newlines + 1 */
+        const char *p = PyBytes_AS_STRING(source), *end = p + PyBytes_GET_SIZE(source);
+        n = 1;
+        while ((p = memchr(p, '\n', end - p)) != NULL) {
+            n++;
+            p++;
+        }
+    } else {
+        n = PyList_GET_SIZE(source);
+    }
+    /* the lines' bytes (each held, or the body held: a list may change while the GIL is released) */
+    PyObject **held = PyMem_Calloc(n + 1, sizeof(PyObject *));
+    const unsigned char **starts = PyMem_Malloc((n + 1) * sizeof(unsigned char *));
+    Py_ssize_t *lens = PyMem_Malloc((n + 1) * sizeof(Py_ssize_t));
     Found *found = PyMem_Malloc((n + 1) * sizeof(Found));
     Wanted *wanted = PyMem_Calloc(nkinds + 1, sizeof(Wanted));
     PyObject **wanted_names = PyMem_Calloc(nkinds + 1, sizeof(PyObject *));
     PyObject *result = NULL, *rows = NULL, *decoded = NULL;
-    Py_ssize_t held = 0;
-    if (lines == NULL || found == NULL || wanted == NULL || wanted_names == NULL) {
+    Py_ssize_t nheld = 0;
+    if (held == NULL || starts == NULL || lens == NULL || found == NULL || wanted == NULL || wanted_names == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (; held < n; held++) {
-        lines[held] = Py_NewRef(PyList_GET_ITEM(args[0], held));
-        if (!PyBytes_CheckExact(lines[held])) { /* not bytes: the caller's */
-            held++;
-            result = Py_NewRef(Py_None);
-            goto done;
+    if (from_body) {
+        held[nheld++] = Py_NewRef(source);
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(source);
+        const unsigned char *end = p + PyBytes_GET_SIZE(source);
+        Py_ssize_t m = 0;
+        for (;;) {
+            const unsigned char *nl = memchr(p, '\n', end - p);
+            const unsigned char *stop = nl != NULL ? nl : end, *q = p;
+            while (q < stop && is_strip_space(*q)) q++;
+            while (stop > q && is_strip_space(stop[-1])) stop--;
+            if (stop > q) {
+                if ((max_events >= 0 && m >= max_events) || (max_line >= 0 && stop - q > max_line)) {
+                    result = Py_NewRef(Py_None);
+                    goto done;
+                }
+                starts[m] = q;
+                lens[m++] = stop - q;
+            }
+            if (nl == NULL) break;
+            p = nl + 1;
+        }
+        n = m;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *line = PyList_GET_ITEM(source, i);
+            if (!PyBytes_CheckExact(line)) { /* not bytes: the caller's */
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            held[nheld++] = Py_NewRef(line);
+            starts[i] = (const unsigned char *)PyBytes_AS_STRING(line);
+            lens[i] = PyBytes_GET_SIZE(line);
         }
     }
     for (Py_ssize_t k = 0; k < nkinds; k++) {
@@ -995,8 +1047,7 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     int all = 1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && all; i++) {
-        scan_line(t, (const unsigned char *)PyBytes_AS_STRING(lines[i]), PyBytes_GET_SIZE(lines[i]), wanted,
-                  &found[i]);
+        scan_line(t, starts[i], lens[i], wanted, &found[i]);
         all = found[i].ok;
     }
     Py_END_ALLOW_THREADS
@@ -1010,8 +1061,7 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     for (Py_ssize_t i = 0; i < n; i++) {
         const Found *f = &found[i];
         PyObject *step = f->has_step ? PyLong_FromLongLong(f->step) : Py_NewRef(Py_None);
-        PyObject *text = step == NULL ? NULL : PyUnicode_DecodeUTF8(PyBytes_AS_STRING(lines[i]),
-                                                                    PyBytes_GET_SIZE(lines[i]), NULL);
+        PyObject *text = step == NULL ? NULL : PyUnicode_DecodeUTF8((const char *)starts[i], lens[i], NULL);
         PyObject *row = text == NULL ? NULL : PyTuple_Pack(3, kinds[f->kind].kind, step, text);
         Py_XDECREF(step);
         Py_XDECREF(text);
@@ -1039,20 +1089,68 @@ static PyObject *scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 done:
     Py_XDECREF(rows);
     Py_XDECREF(decoded);
-    for (Py_ssize_t i = 0; i < held; i++) Py_DECREF(lines[i]);
+    for (Py_ssize_t i = 0; i < nheld; i++) Py_DECREF(held[i]);
     if (wanted_names != NULL)
         for (Py_ssize_t k = 0; k < nkinds; k++) Py_XDECREF(wanted_names[k]);
-    PyMem_Free(lines);
+    PyMem_Free(held);
+    PyMem_Free(starts);
+    PyMem_Free(lens);
     PyMem_Free(found);
     PyMem_Free(wanted);
     PyMem_Free(wanted_names);
     return result;
 }
 
+/* seq_texts(rows, first): each row's text (rows of (kind, step, text), texts starting with "{") with "seq":N put
+   first, N counting from `first`: the text as stored and sent (rtxviz.store.rows.stored_texts); None when a row is
+   not of that form (the caller's Python then does it). */
+static PyObject *seq_texts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "seq_texts(rows: list, first: int)");
+        return NULL;
+    }
+    long long seq = PyLong_AsLongLong(args[1]);
+    if (seq == -1 && PyErr_Occurred()) return NULL;
+    PyObject *rows = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++, seq++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        PyObject *text = PyTuple_CheckExact(row) && PyTuple_GET_SIZE(row) == 3 ? PyTuple_GET_ITEM(row, 2) : NULL;
+        if (text == NULL || !PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) < 2 ||
+            PyUnicode_READ_CHAR(text, 0) != '{') {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        char prefix[40];
+        int plen = snprintf(prefix, sizeof(prefix), "{\"seq\":%lld,", seq);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+        PyObject *s = PyUnicode_New(plen + len - 1, PyUnicode_MAX_CHAR_VALUE(text));
+        if (s == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        int kind = PyUnicode_KIND(s);
+        void *data = PyUnicode_DATA(s);
+        for (int j = 0; j < plen; j++) PyUnicode_WRITE(kind, data, j, (Py_UCS4)(unsigned char)prefix[j]);
+        if (PyUnicode_CopyCharacters(s, plen, text, 1, len - 1) < 0) {
+            Py_DECREF(s);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, s);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL,
      "check(events, specs) -> [indices of the events not confirmed to match the spec of their kind] (pydantic\n"
      "decides those). specs: rtxviz.event_specs.SPECS."},
+    {"seq_texts", (PyCFunction)(void (*)(void))seq_texts, METH_FASTCALL,
+     "seq_texts(rows, first) -> each row's text with \"seq\":N put first (None for a row it does not take)."},
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(lines, specs, wanted, loads) -> (rows [(kind, step, text)], decoded [dict of the wanted fields or\n"
      "None]) for NDJSON lines read and checked straight from their bytes; None when any line is not confirmed."},

@@ -463,11 +463,14 @@ SCAN_SPECS = {kind: _scan_spec(spec) for kind, spec in SPECS.items()}
 _scan: Any = None if _compiled is None else _compiled.scan
 
 
-def scan_lines(lines: list[bytes], fields: dict[str, tuple[str, ...]], loads: Any) -> Any:
+def scan_lines(source: bytes | list[bytes], fields: dict[str, tuple[str, ...]], loads: Any, max_events: int = -1,
+               max_line: int = -1) -> Any:
     """NDJSON lines read and checked straight from their bytes (the server's hot path, web/routers/ingest.py):
     ``(rows [(kind, step, text)], decoded [dict of the kind's `fields`, or None for a kind not in them])``, or
     None when some line is not confirmed (a fault, or what the compiled scan leaves to orjson and pydantic), or
-    when the compiled module is not built.
+    when the compiled module is not built. `source`: the lines, or a whole body (split on newlines, each line
+    stripped as ``bytes.strip`` strips, empty lines skipped); then None too for a body of more than `max_events`
+    lines or with a line longer than `max_line` bytes (-1: no bound).
 
     >>> import json
     >>> got = scan_lines([b'{"v":1,"kind":"step_end","t":1.0,"step":3}'], {"step_end": ("t",)}, json.loads)
@@ -476,7 +479,18 @@ def scan_lines(lines: list[bytes], fields: dict[str, tuple[str, ...]], loads: An
     """
     if _scan is None:
         return None
-    return _scan(lines, SCAN_SPECS, fields, loads)
+    return _scan(source, SCAN_SPECS, fields, loads, max_events, max_line)
+
+
+def seq_texts(rows: list, first: int) -> list[str] | None:
+    """Each ``(kind, step, text)`` row's text with ``"seq":N`` put first, N from `first` (compiled; the store's
+    `stored_texts`), or None when the compiled module is not built or a text does not start with ``{``.
+
+    >>> got = seq_texts([("leaf", None, '{"kind":"leaf"}')], 7)
+    >>> got is None or got == ['{"seq":7,"kind":"leaf"}']
+    True
+    """
+    return None if _compiled is None else _compiled.seq_texts(rows, first)
 
 
 class EventError(ValueError):

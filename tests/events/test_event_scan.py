@@ -221,3 +221,43 @@ def test_scans_in_several_threads_at_once_agree() -> None:
         t.join()
     assert len(results) == 120
     assert all(good == want and none is None for good, none in results)
+
+
+# -- a whole body, split and stripped in C; the stored texts built in C ---------------------------------------
+@pytest.mark.parametrize("body", [
+    b"\n".join(LINES),
+    b"\r\n".join(LINES) + b"\r\n",                                   # CRLF ends, a trailing newline
+    b"\n\n \t" + b"\n\x0b\x0c\n".join(LINES[:5]) + b" \x0c\n\n",     # blank lines, padding bytes.strip() strips
+    LINES[0],
+])
+def test_a_body_scans_as_its_stripped_lines(body: bytes) -> None:
+    lines = [line for line in (raw.strip() for raw in body.split(b"\n")) if line]
+    got = scan_lines(body, FIELDS, orjson.loads)
+    assert got is not None and got == scan_lines(lines, FIELDS, orjson.loads)
+    assert [t for _, _, t in got[0]] == [line.decode() for line in lines]
+
+
+def test_a_body_over_a_bound_is_left_to_the_careful_path() -> None:
+    body = b"\n".join(LINES[:4])
+    longest = max(len(line) for line in LINES[:4])
+    assert scan_lines(body, FIELDS, orjson.loads, 4, longest) is not None
+    assert scan_lines(body + b"\n\n", FIELDS, orjson.loads, 4, longest) is not None  # empty lines do not count
+    assert scan_lines(body, FIELDS, orjson.loads, 3, longest) is None
+    assert scan_lines(body, FIELDS, orjson.loads, 4, longest - 1) is None
+    assert scan_lines(b"", FIELDS, orjson.loads) == ([], [])
+
+
+def test_the_stored_texts_from_c_are_python_s() -> None:
+    from rtxviz.store import rows
+
+    texts = ['{"kind":"a"}', '{"op":"é ᵀ Σ"}', '{"s":"😀"}', '{"x":"\\u0041"}', "{}"]
+    events = [("node", 1, t) for t in texts]
+    saved, rows._seq_texts = rows._seq_texts, None
+    try:
+        python = rows.stored_texts(events, 2**40)
+        assert python[0] == '{"seq":1099511627776,"kind":"a"}'
+    finally:
+        rows._seq_texts = saved
+    assert schema.seq_texts(events, 2**40) == python
+    assert schema.seq_texts([("node", 1, ' {"a":1}')], 1) is None  # not from a "{": Python's path
+    assert schema.seq_texts([("node", 1)], 1) is None

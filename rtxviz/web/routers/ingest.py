@@ -30,6 +30,9 @@ from ... import schema
 from ...schema import MAX_NAME, EventError, validate_batch
 from ...store import AppendsInChunks, EventRow, RunStore, StoreError, StoreForbidden
 from ...store.history import FIELDS as HISTORY_FIELDS
+from ...store.rows import use_seq_texts
+
+use_seq_texts(schema.seq_texts)  # the stored texts built in C (None without the compiled module: Python's)
 from ..deps import HubDep, Principal, PrincipalDep, Settings, SettingsDep, StoreDep
 from ..hub import Hub
 
@@ -119,14 +122,14 @@ def _parse_ndjson(body: bytes, s: Settings) -> tuple[list[EventRow], list[Any]]:
     exceeded, a line that does not parse, one that may nest too deep) goes to `_parse_ndjson_carefully`, which
     finds and names the first fault.
     """
+    scanned = schema.scan_lines(body, HISTORY_FIELDS, orjson.loads, s.max_events_per_batch, s.max_event_bytes)
+    if scanned is not None:
+        return scanned
     lines = [raw.strip() for raw in body.split(b"\n")]
     if b"" in lines:
         lines = [line for line in lines if line]
     if len(lines) > s.max_events_per_batch or max(map(len, lines), default=0) > s.max_event_bytes:
         return _parse_ndjson_carefully(body, s)
-    scanned = schema.scan_lines(lines, HISTORY_FIELDS, orjson.loads)
-    if scanned is not None:
-        return scanned
     # cheap bound: a line with at most MAX_DEPTH brackets cannot nest deeper; the few others are walked there.
     # Counted over the whole body in one pass (translate keeps brackets and newlines: 13,000 lines 11 -> 5 ms);
     # only a body with some line over the bound counts line by line.
