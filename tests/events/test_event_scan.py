@@ -134,6 +134,9 @@ def test_bad_lines_are_never_confirmed(line: bytes) -> None:
     GOOD.replace(b'"fc"', "\"é ᵀ Σ 😀\"".encode()),
     GOOD.replace(b'"t":1.5', b'"t":9.9e307'),
     GOOD.replace(b'"t":1.5', b'"t":-0.0e-400'),
+    GOOD.replace(b'"t":1.5', b'"t":1e-400'),      # underflows to 0.0, as orjson reads it
+    GOOD.replace(b'"t":1.5', b'"t":0e999999'),    # zero, whatever the exponent
+    GOOD.replace(b'"t":1.5', b'"t":0.001e310'),   # 1e307: below 1e308 by its digits and exponent
     GOOD.replace(b'"t":1.5', b'"t":12E+3'),
     GOOD.replace(b'"t":1.5', b'"t" : 2 '),
     b" \t" + GOOD + b"\r",
