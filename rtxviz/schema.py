@@ -458,8 +458,18 @@ def _scan_spec(spec: tuple) -> tuple:
     return spec
 
 
-#: SPECS as the byte scan reads them (`_scan_spec`).
-SCAN_SPECS = {kind: _scan_spec(spec) for kind, spec in SPECS.items()}
+def _scan_specs() -> dict[str, tuple]:
+    out = {}
+    for kind, spec in SPECS.items():
+        try:
+            out[kind] = _scan_spec(spec)
+        except _NoSpec:
+            pass  # the byte scan leaves this kind's every event to the decoding path
+    return out
+
+
+#: SPECS as the byte scan reads them (`_scan_spec`); a kind it cannot model is left out, as SPECS leaves kinds out.
+SCAN_SPECS = _scan_specs()
 _scan: Any = None if _compiled is None else _compiled.scan
 
 

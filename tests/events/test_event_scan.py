@@ -59,6 +59,10 @@ def assert_agrees(line: bytes) -> bool:
     return True
 
 
+def test_every_kind_the_check_models_the_scan_models() -> None:
+    assert set(schema.SCAN_SPECS) == set(schema.SPECS) == CORE_KINDS
+
+
 def test_the_lines_emitters_send_are_confirmed() -> None:
     assert len(LINES) > 50
     got = scan_lines(LINES, FIELDS, orjson.loads)

@@ -31,10 +31,10 @@ from ...schema import MAX_NAME, EventError, validate_batch
 from ...store import AppendsInChunks, EventRow, RunStore, StoreError, StoreForbidden
 from ...store.history import FIELDS as HISTORY_FIELDS
 from ...store.rows import use_seq_texts
-
-use_seq_texts(schema.seq_texts)  # the stored texts built in C (None without the compiled module: Python's)
 from ..deps import HubDep, Principal, PrincipalDep, Settings, SettingsDep, StoreDep
 from ..hub import Hub
+
+use_seq_texts(schema.seq_texts)  # the stored texts built in C (None without the compiled module: Python's)
 
 router = APIRouter(tags=["ingest"])
 
