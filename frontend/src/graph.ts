@@ -41,6 +41,9 @@ export class GraphPane {
   constructor(private metrics: Metrics, private hooks: GraphHooks) {
     this.view = new GraphView($("#graph-wrap"));
     this.view.onUserMove = () => { this.autoFit = false; this.centred = null; };
+    // a view that grows or shrinks (a notebook cell's box settling at the height its graph asked for, a resized
+    // window) fits its graph again, unless the user has moved it
+    this.view.onResize = () => { if (this.autoFit && this.visible) this.fitIfNeeded(this.visible, true); };
     this.layout = new LayoutRunner(metrics, () => this.visible, (pos) => this.adopt(pos), hooks.status);
     this.minimap = this.attachMinimap();
     this.bindToolbar();

@@ -110,6 +110,8 @@ export class GraphView {
   onToggle: (item: VItem) => void = () => {};
   /** The user panned or zoomed (the page stops fitting the graph for them). */
   onUserMove: () => void = () => {};
+  /** The drawing's size on screen changed (the window, or the notebook cell's box the frame fills). */
+  onResize: () => void = () => {};
   private lastVisible: Visible | null = null;
   /** The search's matches (visible ids), or null when there is no search; `filtered`: hide the rest. */
   private marked: Set<string> | null = null;
@@ -214,7 +216,9 @@ export class GraphView {
       this.size = { w: r.width, h: r.height };
       new ResizeObserver((es) => {
         const c = es[es.length - 1].contentRect;
+        const was = this.size;
         this.size = { w: c.width, h: c.height };
+        if (!was || was.w !== c.width || was.h !== c.height) this.onResize();
         this.markSoon(); // a larger view may reach past the search overlay's window
         if (this.culled) this.nearSoon(); // ... and past the part of a large drawing that is built
       }).observe(this.svg);

@@ -365,3 +365,32 @@ def test_token_prompt_names_where_the_token_comes_from_and_asks_again(browser, t
         assert "refused" in asked[1]
     finally:
         ctx.close()
+
+
+def test_a_view_that_grows_fits_its_graph_again_until_the_user_moves_it(page, server):
+    # defect (CI, the notebook widget): the view was fitted at its first, small size and kept that zoom when its
+    # box grew to the height the graph asked for; a resized view fits again, unless the user panned or zoomed
+    page.set_viewport_size({"width": 1400, "height": 420})
+    chain = [ev("run_start", None, name="grows"), ev("step_begin", 0),
+             ev("leaf", 0, id=1, name="x", shape=[2], dtype="float32", device="cpu", requires_grad=True)]
+    for i in range(1, 11):  # 11 rows: at 84 px a row, taller than a 420 px window shows at a readable zoom
+        chain.append(ev("node", 0, id=i, op="tanh", inputs=[{"leaf": 1} if i == 1 else {"node": i - 1}], shape=[2],
+                        dtype="float32", device="cpu", module=None, rule="r", saved_bytes=8))
+    post_events(server, "grows", chain)
+    page.goto(server + "/")
+    wait_layout_of(page, 11)
+    assert abs(page.evaluate("window.__rtxviz.view.k") - 0.85) < 1e-6  # too short to show it whole: readable zoom
+    page.set_viewport_size({"width": 1400, "height": 1600})
+    page.wait_for_function("window.__rtxviz.view.k > 0.85")
+    b = page.evaluate(BOXES)
+    sx0, sy0, sx1, sy1 = b["svg"]
+    assert all(sx0 <= x0 and sy0 <= y0 and x1 <= sx1 and y1 <= sy1 for x0, y0, x1, y1 in b["nodes"].values())
+    # the user zooms: a later resize keeps the user's view
+    box = page.query_selector("svg#graph").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, 400)
+    page.wait_for_function("window.__rtxviz.view.k < 0.8")
+    k = page.evaluate("window.__rtxviz.view.k")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__rtxviz.view.k") == k
