@@ -216,9 +216,9 @@ export class GraphView {
       this.size = { w: r.width, h: r.height };
       new ResizeObserver((es) => {
         const c = es[es.length - 1].contentRect;
-        const was = this.size;
+        const moved = this.size?.w !== c.width || this.size?.h !== c.height; // not the observer's first report
         this.size = { w: c.width, h: c.height };
-        if (!was || was.w !== c.width || was.h !== c.height) this.onResize();
+        if (moved) this.onResize();
         this.markSoon(); // a larger view may reach past the search overlay's window
         if (this.culled) this.nearSoon(); // ... and past the part of a large drawing that is built
       }).observe(this.svg);
