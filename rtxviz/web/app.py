@@ -153,6 +153,9 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     the database cannot be used (damaged, I/O error, connection lost), 403 when a student posts to another's run.
     Raises `AccountsNeedToken` when the database has user accounts and `settings` no token."""
     s = settings or Settings(**options)
+    if s.ingest_concurrency < 1:
+        raise ValueError(f"create_app: ingest_concurrency must be >= 1 (posts parsed and stored at once), got "
+                         f"{s.ingest_concurrency}")
     store = open_store(db or default_db_path())
     try:
         users = store.list_users()
@@ -177,6 +180,7 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
     app.state.store = store
     app.state.accounts = Accounts(store, s.token, has_users=bool(users))
     app.state.hub = hub
+    app.state.ingest_slots = asyncio.Semaphore(s.ingest_concurrency)  # FIFO: posts are taken in arrival order
 
     @app.exception_handler(StoreFull)
     async def store_full(request: Request, exc: StoreFull) -> JSONResponse:

@@ -10,6 +10,7 @@ Answers 200 ``{"run_id", "first_seq", "count"}`` once committed; 413 for a body,
 is full (a bound, or the disk: the same batch succeeds once there is room); 503 when the database cannot be written;
 403 when the token is a student's and the run another user's (a new run is owned by the user who posts it first).
 
+At most `Settings.ingest_concurrency` posts are parsed and stored at once, taken in the order they arrived.
 A batch over `Settings.ingest_chunk_events` is stored in parts, each handed to the hub once committed (the viewers
 work on one part while the next is stored; issue 15); a 507/503 part-way says in ``stored``/``first_seq`` what of
 it was kept (docs/server.md, "Large batches").
@@ -31,7 +32,7 @@ from ...schema import MAX_NAME, EventError, validate_batch
 from ...store import AppendsInChunks, EventRow, RunStore, StoreError, StoreForbidden
 from ...store.history import FIELDS as HISTORY_FIELDS
 from ...store.rows import use_seq_texts
-from ..deps import HubDep, Principal, PrincipalDep, Settings, SettingsDep, StoreDep
+from ..deps import HubDep, IngestSlotsDep, Principal, PrincipalDep, Settings, SettingsDep, StoreDep
 from ..hub import Hub
 
 use_seq_texts(schema.seq_texts)  # the stored texts built in C (None without the compiled module: Python's)
@@ -252,7 +253,7 @@ def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped
 
 @router.post("/runs/{run_id}/events")
 async def ingest(request: Request, run_id: RunIdPath, s: SettingsDep, store: StoreDep, hub: HubDep,
-                 who: PrincipalDep, name: Annotated[str | None, Query(max_length=256)] = None,
+                 slots: IngestSlotsDep, who: PrincipalDep, name: Annotated[str | None, Query(max_length=256)] = None,
                  dropped: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0) -> dict[str, Any]:
     """Append a batch of events to run `run_id` (created on first use)."""
     body = await _read_body(request, s.max_body_bytes)
@@ -267,8 +268,9 @@ async def ingest(request: Request, run_id: RunIdPath, s: SettingsDep, store: Sto
             pass
 
     try:
-        first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body, ctype,
-                                                          who, committed)
+        async with slots:  # Settings.ingest_concurrency posts at a time, in the order they arrived
+            first, texts, lifecycle = await run_in_threadpool(_ingest, store, s, run_id, name, dropped, body,
+                                                              ctype, who, committed)
     except StoreError as exc:
         if exc.stored:  # a failure part-way: what is stored may have created or started the run
             await _announce(store, hub, run_id)
