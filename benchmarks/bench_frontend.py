@@ -15,7 +15,11 @@
    inflates much less than the wall clock.
 5. a 13,000-event burst (issue 15): one recorded step's worth of events posted at once to a live run, each stamped
    with the moment of the post; p50/p95 of emit -> drawn over the burst, split into the server's part (the post
-   answered, the WebSocket message arriving in the page) and the page's (that message -> drawn).
+   answered, the WebSocket message arriving in the page) and the page's (that message -> drawn). The events are
+   encoded before they are stamped, as `watch` has them (it encodes each event when it is emitted, on the training
+   thread: at the post they are bytes in its queue); the cold encoding of 13,000 events in this process took
+   73-137 ms of the window before the server saw a byte. A second burst, into another run, runs under a Chromium
+   trace for the page's main-thread CPU (`message_task`): tracing costs the page CPU, so not in the measured one.
 6. search over a ~5,000-node graph drawn fully expanded (issue 16): a query typed one character at a time into
    the search box, each keystroke timed from its input event to the end of the next animation frame (matching,
    drawing the marks, and the browser's restyle and paint of them).
@@ -27,6 +31,13 @@
    emptied before each of 5 tries; and the inspector redrawn from the cache (the sparklines alone).
 
     python benchmarks/bench_frontend.py [--seconds 8] [--repeat 3] [--only expand,live,burst] [--json out.json]
+                                        [--server process|thread] [--static DIR (with --server thread)]
+
+The server is `rtxviz serve` in a process of its own (`--server process`, the default), as a user runs it. With
+`--server thread` it runs in a thread of this process, as the browser tests run it (needed for `--static`, which
+serves another build of the page): it then shares this process's interpreter lock and garbage collector with
+Playwright and the benchmark's own events (a young-generation collection scanning the burst's freshly built
+13,000 event dicts cost 26-52 ms inside the server's ingest, measured).
 
 Needs the built frontend (cd frontend && npm ci && npm run build) and /usr/bin/chromium.
 """
@@ -34,6 +45,7 @@ Needs the built frontend (cd frontend && npm ci && npm run build) and /usr/bin/c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -41,6 +53,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +63,9 @@ from rtxviz.events.emitter import encode_event  # noqa: E402
 from tests.browser.conftest import ServerThread, post_events  # noqa: E402
 from tests.browser.graphs import big_graph, gpt_graph  # noqa: E402
 from tests.browser.shared_browser import CHROMIUM, LAUNCH_ARGS  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from serving import server_process  # noqa: E402
 
 TARGETS = {"latency_p95_ms": 150, "first_render_ms": 1500, "pan_fps": 30, "expand_ms": 300, "burst_p95_ms": 400,
            "search_keystroke_ms": 50, "first_render_5k_ms": 1000, "pan_fps_2500": 50,
@@ -387,28 +403,47 @@ def bench_history(browser, url: str, steps: int = 10_000, tries: int = 5) -> dic
             "redraw_inspector_js_ms": [round(x[1], 1) for x in redraws], "scale": scale}
 
 
-def bench_burst(browser, url: str, n: int = 13_000) -> dict:
-    """A live run gets `n` events in one post (a big model's step arriving at once); emit -> drawn over them."""
-    events = gpt_graph(n_blocks=12, ops_per_block=481)[: n + 1]  # run_start, then n events of one step
-    _post_ndjson(url, "burst", events[:1], "burst")
+#: the emission time in the burst's pre-encoded events, replaced by the moment of the post (bench_burst)
+_T_SENTINEL = 1234567.0
+
+
+def _burst_once(browser, url: str, run_id: str, events: list[dict], traced: bool) -> tuple:
+    """Post `events[1:]` at once to a live run the page shows; (now, answered, latencies, ws log, trace or None)."""
+    _post_ndjson(url, run_id, events[:1], run_id)
     page = browser.new_page()
     page.add_init_script(WS_LOG)
-    page.goto(f"{url}/?run=burst")
+    page.goto(f"{url}/?run={run_id}")
     page.wait_for_function("window.__rtxviz && window.__rtxviz.metrics.frames > 0", timeout=15_000)
     page.evaluate("window.__rtxviz.metrics.latencies.length = 0; window.__wsLog.length = 0")
-    # traced: the main thread's CPU in the message's task (the page's share as CPU, which the load inflates less)
-    browser.browser.start_tracing(page=page, categories=["devtools.timeline", "v8"])
+    template = b"\n".join(encode_event({**e, "t": _T_SENTINEL}) for e in events[1:])
+    stamp = b'"t":' + repr(_T_SENTINEL).encode()
+    if template.count(stamp) != len(events) - 1:
+        raise RuntimeError("the burst's events hold the emission-time sentinel elsewhere")
+    if traced:  # the main thread's CPU in the message's task (the page's share as CPU, which load inflates less)
+        browser.browser.start_tracing(page=page, categories=["devtools.timeline", "v8"])
     now = time.time()
-    for e in events[1:]:
-        e["t"] = now
-    _post_ndjson(url, "burst", events[1:], "burst")
+    body = template.replace(stamp, b'"t":' + repr(now).encode())
+    req = urllib.request.Request(f"{url}/api/runs/{run_id}/events?name={run_id}", data=body, method="POST",
+                                 headers={"Content-Type": "application/x-ndjson"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        r.read()
     answered = time.time()
     page.wait_for_function(f"window.__rtxviz.metrics.drawnSeq >= {len(events)}", timeout=60_000)
-    task = _message_task_cpu(browser.browser.stop_tracing())
+    trace = browser.browser.stop_tracing() if traced else None
     lat = page.evaluate("window.__rtxviz.metrics.latencies")
     ws = page.evaluate("window.__wsLog")
-    drawn = max(lat)  # all drawn in one frame
     page.close()
+    return now, answered, lat, ws, trace
+
+
+def bench_burst(browser, url: str, n: int = 13_000) -> dict:
+    """A live run gets `n` events in one post (a big model's step arriving at once); emit -> drawn over them,
+    untraced; then the same into another run under a trace, for the page's main-thread CPU."""
+    events = gpt_graph(n_blocks=12, ops_per_block=481)[: n + 1]  # run_start, then n events of one step
+    now, answered, lat, ws, _ = _burst_once(browser, url, "burst", events, traced=False)
+    *_, trace = _burst_once(browser, url, "burst-traced", events, traced=True)
+    task = _message_task_cpu(trace)
+    drawn = max(lat)  # all drawn in one frame
     last_arrival = (max(a for a, _ in ws) - now * 1000) if ws else None
     return {"events": len(events) - 1, "latency_p50_ms": round(_pct(lat, 0.5), 1),
             "latency_p95_ms": round(_pct(lat, 0.95), 1), "latency_max_ms": round(drawn, 1), "n": len(lat),
@@ -417,9 +452,27 @@ def bench_burst(browser, url: str, n: int = 13_000) -> dict:
             "ws_last_arrival_ms": None if last_arrival is None else round(last_arrival),
             # the page's share: that message parsed, applied and drawn
             "page_ms": None if last_arrival is None else round(drawn - last_arrival),
-            # the renderer main thread's task that handled the message (parse, apply, draw, and what follows the
-            # draw in that task): wall, CPU, of which garbage collection
+            # in the traced burst, the renderer main thread's task that handled the largest message (parse, apply,
+            # draw, and what follows the draw in that task): wall, CPU, of which garbage collection
             "message_task": task}
+
+
+@contextlib.contextmanager
+def _server(args: argparse.Namespace, db: str) -> Iterator[str]:
+    """The server the page talks to: `rtxviz serve` in a child process with its defaults (--server process), or a
+    thread of this process serving `args.static` (--server thread)."""
+    if args.server == "process":
+        with server_process(db) as url:
+            yield url
+        return
+    from rtxviz.cli.serve import tune_gc_for_serving
+    from rtxviz.web.app import create_app
+
+    # in this process: its collector set as `rtxviz serve` sets it (at CPython's default threshold a 13,000-event
+    # post spent ~100 ms more in young collections that also scanned this process's own objects)
+    tune_gc_for_serving()
+    with ServerThread(create_app(db=db, static_dir=args.static)) as url:
+        yield url
 
 
 def main() -> int:
@@ -428,11 +481,16 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--repeat", type=int, default=3, help="expand tries per way (fresh page each; median reported)")
     ap.add_argument("--static", type=Path, default=None,
-                    help="serve this built viewer instead of rtxviz/web/static (to compare two builds, run by run)")
+                    help="serve this built viewer instead of rtxviz/web/static (to compare two builds, run by run; "
+                         "with --server thread)")
+    ap.add_argument("--server", choices=("process", "thread"), default="process",
+                    help="`rtxviz serve` in its own process (default, as a user runs it), or a thread of this one")
     ap.add_argument("--only", default=None,
                     help="comma-separated parts: big, expand, live, burst, search, render5k, pan2500, history "
                          "(default all)")
     args = ap.parse_args()
+    if args.static is not None and args.server != "thread":
+        ap.error("--static serves another build from a server in this process: add --server thread")
     every = {"big", "expand", "live", "burst", "search", "render5k", "pan2500", "history"}
     parts = set(args.only.split(",")) if args.only else every
     if not (ROOT / "rtxviz" / "web" / "static" / "app.js").is_file():
@@ -440,17 +498,9 @@ def main() -> int:
         return 2
     from playwright.sync_api import sync_playwright
 
-    from rtxviz.cli.serve import tune_gc_for_serving
-    from rtxviz.web.app import create_app
-
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
-    results: dict = {}
-    # the server runs in this process: its collector set as `rtxviz serve` sets it (at CPython's default threshold
-    # a 13,000-event post spent ~100 ms more in young collections that also scanned this process's own objects)
-    tune_gc_for_serving()
-    with tempfile.TemporaryDirectory() as tmp, \
-            ServerThread(create_app(db=f"{tmp}/runs.db", static_dir=args.static)) as url, \
-            sync_playwright() as p:
+    results: dict = {"server": args.server}
+    with tempfile.TemporaryDirectory() as tmp, _server(args, f"{tmp}/runs.db") as url, sync_playwright() as p:
         # the page's CSP forbids eval, which Playwright's wait_for_function needs: a context that bypasses it
         browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS).new_context(
             bypass_csp=True, viewport={"width": 1400, "height": 860})
