@@ -195,6 +195,7 @@ class SQLiteStore:
         # re-entrant: append_chunks holds it across its parts, each an `append` (nothing else writes between them)
         self._wlock = threading.RLock()
         self._rlock = self._wlock if self._r is self._w else threading.Lock()
+        self._closed = False
 
     def _open(self, path: str, memory: bool, read_only: bool) -> None:
         if read_only:
@@ -281,6 +282,8 @@ class SQLiteStore:
         return err
 
     def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreUnavailable(f"{self.path} is closed (the server is stopping)")
         if self.read_only:
             raise StoreUnavailable(f"{self.path} was opened read-only")
         if self._broken is not None:
@@ -453,6 +456,8 @@ class SQLiteStore:
 
     def _query(self, sql: str, args: Sequence[Any]) -> list[Any]:
         with self._rlock:
+            if self._closed:  # sqlite3 crashes on a connection closed under a query: `close` waits for this lock
+                raise StoreUnavailable(f"{self.path} is closed (the server is stopping)")
             try:
                 return self._r.execute(sql, args).fetchall()
             except sqlite3.Error as exc:
@@ -549,8 +554,13 @@ class SQLiteStore:
         return [user_row(r) for r in self._query("SELECT name, teacher, created FROM users ORDER BY id", ())]
 
     def close(self) -> None:
-        """Close both connections and let another writer have the file."""
-        with self._wlock:
+        """Close both connections and let another writer have the file; a query or a write in flight (a viewer's
+        replay in a worker thread while the server stops) finishes first, and any after is refused
+        (StoreUnavailable). Closing twice is harmless."""
+        with self._wlock, self._rlock:  # writer first: no path takes the two the other way round
+            if self._closed:
+                return
+            self._closed = True
             if self._r is not self._w:
                 self._r.close()
             self._w.close()
