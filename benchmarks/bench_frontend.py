@@ -58,6 +58,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -171,10 +172,13 @@ def _pct(xs: list[float], q: float) -> float:
 def _post_ndjson(url: str, run_id: str, events: list[dict], name: str) -> None:
     # encoded as `watch` encodes them (encode_event: orjson, ~0.6 us an event); the stdlib's json.dumps took
     # ~180 ms of a 13,000-event burst's emit -> drawn on the bench's side, before the server saw a byte
-    body = b"\n".join(encode_event(e) for e in events)
+    _post_body(url, run_id, b"\n".join(encode_event(e) for e in events), name)
+
+
+def _post_body(url: str, run_id: str, body: bytes, name: str) -> None:
     req = urllib.request.Request(f"{url}/api/runs/{run_id}/events?name={name}", data=body, method="POST",
                                  headers={"Content-Type": "application/x-ndjson"})
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=30) as r:
         r.read()
 
 
@@ -411,59 +415,62 @@ def bench_history(browser, url: str, steps: int = 10_000, tries: int = 5) -> dic
 _T_SENTINEL = 1234567.0
 
 
-def _burst_template(events: list[dict]) -> tuple[bytes, bytes]:
-    """The burst's NDJSON body with the sentinel for an emission time, and the sentinel's bytes."""
-    template = b"\n".join(encode_event({**e, "t": _T_SENTINEL}) for e in events[1:])
-    stamp = b'"t":' + repr(_T_SENTINEL).encode()
-    if template.count(stamp) != len(events) - 1:
-        raise RuntimeError("the burst's events hold the emission-time sentinel elsewhere")
-    return template, stamp
+class _Burst(NamedTuple):
+    """A burst encoded once, the emission time left as a sentinel (`stamp`) that each post replaces."""
+
+    template: bytes
+    stamp: bytes
+    last_seq: int  # after the run's start event (seq 1)
+
+    @staticmethod
+    def of(events: list[dict]) -> _Burst:
+        """The burst of `events[1:]` (events[0] starts the run)."""
+        template = b"\n".join(encode_event({**e, "t": _T_SENTINEL}) for e in events[1:])
+        stamp = b'"t":' + repr(_T_SENTINEL).encode()
+        if template.count(stamp) != len(events) - 1:
+            raise RuntimeError("the burst's events hold the emission-time sentinel elsewhere")
+        return _Burst(template, stamp, len(events))
 
 
-def _post_burst(url: str, run_id: str, template: bytes, stamp: bytes) -> tuple[float, float]:
-    """Stamp every event with now and post them at once; (now, when the post was answered)."""
+def _post_burst(url: str, run_id: str, burst: _Burst) -> tuple[float, float]:
+    """Stamp every event of `burst` with now and post them at once; (now, when the post was answered)."""
     now = time.time()
-    body = template.replace(stamp, b'"t":' + repr(now).encode())
-    req = urllib.request.Request(f"{url}/api/runs/{run_id}/events?name={run_id}", data=body, method="POST",
-                                 headers={"Content-Type": "application/x-ndjson"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        r.read()
+    _post_body(url, run_id, burst.template.replace(burst.stamp, b'"t":' + repr(now).encode()), run_id)
     return now, time.time()
 
 
-def _burst_once(browser, url: str, run_id: str, events: list[dict], traced: bool) -> tuple:
+def _burst_once(browser, url: str, run_id: str, start: dict, burst: _Burst,
+                traced: bool) -> tuple[tuple, bytes | None]:
     """The burst into a page Playwright drives (its network observer relays every WebSocket frame, see
-    cdp_page.py); (now, answered, latencies, ws log, trace or None)."""
-    _post_ndjson(url, run_id, events[:1], run_id)
+    cdp_page.py) after the run's `start` event; ((now, answered, latencies, ws log), the trace or None)."""
+    _post_ndjson(url, run_id, [start], run_id)
     page = browser.new_page()
     page.add_init_script(WS_LOG)
     page.goto(f"{url}/?run={run_id}")
     page.wait_for_function("window.__rtxviz && window.__rtxviz.metrics.frames > 0", timeout=15_000)
     page.evaluate("window.__rtxviz.metrics.latencies.length = 0; window.__wsLog.length = 0")
-    template, stamp = _burst_template(events)
     if traced:  # the main thread's CPU in the message's task (the page's share as CPU, which load inflates less)
         browser.browser.start_tracing(page=page, categories=["devtools.timeline", "v8"])
-    now, answered = _post_burst(url, run_id, template, stamp)
-    page.wait_for_function(f"window.__rtxviz.metrics.drawnSeq >= {len(events)}", timeout=60_000)
+    now, answered = _post_burst(url, run_id, burst)
+    page.wait_for_function(f"window.__rtxviz.metrics.drawnSeq >= {burst.last_seq}", timeout=60_000)
     trace = browser.browser.stop_tracing() if traced else None
     lat = page.evaluate("window.__rtxviz.metrics.latencies")
     ws = page.evaluate("window.__wsLog")
     page.close()
-    return now, answered, lat, ws, trace
+    return (now, answered, lat, ws), trace
 
 
-def _burst_unobserved(cdp: CdpBrowser, url: str, run_id: str, events: list[dict]) -> tuple:
+def _burst_unobserved(cdp: CdpBrowser, url: str, run_id: str, start: dict, burst: _Burst) -> tuple:
     """The burst into a new page that nothing observes but our scripts (cdp_page.py); (now, answered, latencies,
-    ws log, None)."""
-    _post_ndjson(url, run_id, events[:1], run_id)
+    ws log)."""
+    _post_ndjson(url, run_id, [start], run_id)
     cdp.new_page()
     cdp.goto(f"{url}/?run={run_id}")
     cdp.wait_for("window.__rtxviz && window.__rtxviz.metrics.frames > 0", timeout=15)
     cdp.evaluate("window.__rtxviz.metrics.latencies.length = 0; window.__wsLog.length = 0")
-    template, stamp = _burst_template(events)
-    now, answered = _post_burst(url, run_id, template, stamp)
-    cdp.wait_for(f"window.__rtxviz.metrics.drawnSeq >= {len(events)}", timeout=60)
-    return now, answered, cdp.evaluate("window.__rtxviz.metrics.latencies"), cdp.evaluate("window.__wsLog"), None
+    now, answered = _post_burst(url, run_id, burst)
+    cdp.wait_for(f"window.__rtxviz.metrics.drawnSeq >= {burst.last_seq}", timeout=60)
+    return now, answered, cdp.evaluate("window.__rtxviz.metrics.latencies"), cdp.evaluate("window.__wsLog")
 
 
 def _burst_figures(now: float, answered: float, lat: list[float], ws: list) -> dict:
@@ -483,15 +490,16 @@ def bench_burst(browser, url: str, n: int = 13_000) -> dict:
     new page that nothing observes (the figure); then the same into a page Playwright drives, as the figure was
     taken before (`under_playwright`); then once more there under a trace, for the page's main-thread CPU."""
     events = gpt_graph(n_blocks=12, ops_per_block=481)[: n + 1]  # run_start, then n events of one step
+    start, burst = events[0], _Burst.of(events)
     with CdpBrowser(CHROMIUM, LAUNCH_ARGS, 1400, 860) as cdp:
         cdp.init_script(WS_LOG)
-        _burst_unobserved(cdp, url, "burst-warm-up", events)  # a browser started cold is not what a user has
-        out = {"events": n} | _burst_figures(*_burst_unobserved(cdp, url, "burst", events)[:4])
-    out["under_playwright"] = _burst_figures(*_burst_once(browser, url, "burst-playwright", events, False)[:4])
-    *_, trace = _burst_once(browser, url, "burst-traced", events, traced=True)
+        _burst_unobserved(cdp, url, "burst-warm-up", start, burst)  # a browser started cold is not what a user has
+        out = {"events": n} | _burst_figures(*_burst_unobserved(cdp, url, "burst", start, burst))
+    out["under_playwright"] = _burst_figures(*_burst_once(browser, url, "burst-playwright", start, burst, False)[0])
+    _, trace = _burst_once(browser, url, "burst-traced", start, burst, traced=True)
     # in the traced burst, the renderer main thread's task that handled the largest message (parse, apply, draw,
     # and what follows the draw in that task): wall, CPU, of which garbage collection
-    out["message_task"] = _message_task_cpu(trace)
+    out["message_task"] = _message_task_cpu(trace) if trace is not None else {}
     return out
 
 

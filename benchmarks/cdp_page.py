@@ -150,8 +150,6 @@ class CdpBrowser:
         self.send("Page.addScriptToEvaluateOnNewDocument", {"source": source})
 
     def goto(self, url: str) -> None:
-        """Load `url` (after a blank page, so that the last document's teardown is done first)."""
-        self.send("Page.navigate", {"url": "about:blank"})
-        self.wait_for("location.href === 'about:blank' && document.readyState === 'complete'")
+        """Load `url` and wait until the document has loaded."""
         self.send("Page.navigate", {"url": url})
         self.wait_for(f"location.href === {json.dumps(url)} && document.readyState === 'complete'")

@@ -281,9 +281,12 @@ class SQLiteStore:
             self._broken = str(err)
         return err
 
+    def _closed_error(self) -> StoreUnavailable:
+        return StoreUnavailable(f"{self.path} is closed (the server is stopping)")
+
     def _check_writable(self) -> None:
         if self._closed:
-            raise StoreUnavailable(f"{self.path} is closed (the server is stopping)")
+            raise self._closed_error()
         if self.read_only:
             raise StoreUnavailable(f"{self.path} was opened read-only")
         if self._broken is not None:
@@ -457,7 +460,7 @@ class SQLiteStore:
     def _query(self, sql: str, args: Sequence[Any]) -> list[Any]:
         with self._rlock:
             if self._closed:  # sqlite3 crashes on a connection closed under a query: `close` waits for this lock
-                raise StoreUnavailable(f"{self.path} is closed (the server is stopping)")
+                raise self._closed_error()
             try:
                 return self._r.execute(sql, args).fetchall()
             except sqlite3.Error as exc:
