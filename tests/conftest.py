@@ -44,6 +44,9 @@ HOST_ONLY: dict[str, str] = {
         "np.shares_memory(rtxviz.tensor(src).data, src): a device array against a host one",
     "tests/engine/test_graph_cache.py": "compares and assigns .data as numpy arrays throughout "
                                         "(tests/engine/test_strict_device.py replays a graph on the device)",
+    "tests/engine/test_graph_cache_fold.py": "constant folding is for numpy arrays (a device's seed is made in "
+                                             "each replay); the ops' replay kernels are checked on the device by "
+                                             "test_op_harness",
     "tests/engine/test_pool_native.py": "the compiled kernels take numpy arrays only: on a device the ops run "
                                         "their array-library path, with nothing compiled to compare it with",
     "tests/engine/test_conv_native.py": "the compiled col2im takes numpy arrays only (see test_pool_native.py)",

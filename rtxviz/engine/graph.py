@@ -71,6 +71,11 @@ class Op:
     - `function` / `reference`: set by `ops.implements` on the op's public function: that function, and the
       name an ``rtx-reference/1`` program step calls it by (None: not in the reference vocabulary).
     - `examples`: for ops outside the reference vocabulary, calls the per-op test harness checks them with.
+    - `specialize`: optional ``specialize(attrs, *arrays) -> kernel | None``: for inputs of exactly these shapes,
+      dtypes and array types (any strides), a function of the raw input arrays alone returning what `forward`
+      returns, bit for bit, without forward's checks and without a ctx. A graph-cache replay, whose fit check
+      fixes all of those, calls the kernel for each op whose forward state nothing reads (a tenth of a small
+      model's replayed step was forward's checks and dispatch); None where forward must run.
 
     Methods: ``forward(ctx, *arrays) -> array`` and ``backward(ctx, grad) -> tuple`` (one gradient or None per
     input). Backward is written with Tensor/Variable methods, so with ``create_graph=True`` it records a graph of
@@ -90,6 +95,7 @@ class Op:
     function: Any = None
     reference: str | None = None
     examples: tuple = ()
+    specialize: Callable[..., Callable | None] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

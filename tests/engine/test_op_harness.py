@@ -9,7 +9,10 @@ For each:
 - its batch rule (`Op.batched`, or the row-by-row fallback) against one backward per cotangent row, which is
   what Jacobians and Hessians rely on;
 - a graph-cache replay (forward and backward, on new values) against eager execution, which holds only if the
-  op builds every data-dependent mask with ops (the capture refuses otherwise).
+  op builds every data-dependent mask with ops (the capture refuses otherwise);
+- for an op that declares a replay kernel (`Op.specialize`), the kernel against its forward, bit for bit, on
+  every application the subject's forward and backward make, in float64 and float32 and on inputs of the same
+  shapes laid out otherwise (Fortran order: the fit check tests shapes, dtypes and array types, not strides).
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ from rtxviz import Tensor, Variable
 from rtxviz.conformance import program, reference_path
 from rtxviz.engine.batched import batched_vjp
 from rtxviz.engine.cache import cache_graph, init_graph_cache
+from rtxviz.engine.cache.bindings import ReplayCtx
+from rtxviz.engine.device import xp_of
 from rtxviz.engine.gradcheck import gradcheck, gradgradcheck
 from rtxviz.engine.graph import OPS
+from rtxviz.engine.hooks import EngineHook
 
 ENGINE_OPS = {name: op for name, op in OPS.items() if op.__module__.startswith("rtxviz.")}
 SHIPPED = ["ops.json", "higher_order.json", "ops_v2.json"]
@@ -160,3 +166,54 @@ def test_graph_cache_replay_matches_eager(subject: Subject) -> None:
             continue
         np.testing.assert_allclose(r.grad.numpy(), e.grad.numpy(), rtol=1e-12, atol=1e-12,
                                    err_msg=f"{subject.label}: gradient of input {i}")
+
+
+class _Applications(EngineHook):
+    """Every op application with a replay kernel: (op, attrs, input arrays)."""
+
+    name = "test_specialize"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def forward_preprocess(self, op: object, inputs: tuple, attrs: dict) -> None:
+        if getattr(op, "specialize", None) is not None:
+            self.seen.append((op, attrs, tuple(t.data for t in inputs)))
+
+
+def _same_bits(got: object, want: object) -> bool:
+    got, want = (np.asarray(a.get() if hasattr(a, "get") else a) for a in (got, want))  # a device array: its copy
+    return got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+
+
+def _fortran(a: object) -> object:
+    return xp_of(a).asfortranarray(a) if a.ndim > 1 else a
+
+
+SPECIALIZED = [s for s in SUBJECTS if getattr(s.op, "specialize", None) is not None]
+
+
+@pytest.mark.parametrize("subject", SPECIALIZED, ids=repr)
+def test_replay_kernel_matches_forward_bit_for_bit(subject: Subject) -> None:
+    checked = 0
+    for dtype in (np.float64, np.float32):
+        apps = _Applications()
+        leaves = [Variable(a.astype(dtype) if a.dtype.kind == "f" else a, requires_grad=a.dtype.kind == "f")
+                  for a in subject.make_inputs()]
+        with apps:
+            out = subject(*leaves)
+            if out.requires_grad:
+                (out * 1.5).sum().backward()
+        for op, attrs, arrays in apps.seen:
+            kernel = op.specialize(attrs, *arrays)
+            if kernel is None:
+                continue
+            for layout in (arrays, tuple(_fortran(a) for a in arrays)):
+                ctx = ReplayCtx()
+                ctx.attrs, ctx.state = attrs, None
+                want = op.forward(ctx, *layout)
+                assert _same_bits(kernel(*layout), want), \
+                    f"{subject.label}: {op.name}'s kernel differs from its forward on {[a.shape for a in layout]}"
+                checked += 1
+    if not checked:
+        pytest.skip("no application of the op takes its kernel here")

@@ -45,6 +45,8 @@ class ReplayCtx:
     with no finalizer and no memory accounting: a replay records no graph)."""
 
     __slots__ = ("attrs", "state")
+    attrs: Any
+    state: Any
 
 
 def module_name(module: Any) -> str:

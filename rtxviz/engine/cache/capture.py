@@ -43,7 +43,8 @@ class Capture(_hooks.EngineHook):
 
     def __init__(self, inputs: tuple) -> None:
         self.inputs = inputs
-        self.instrs: list[tuple] = []       # ("op", k, op, attrs_tpl, in_refs, out_slot, zero_d) | others below
+        # ("op", k, op, attrs, attrs_tpl, in_refs, out_slot, zero_d, kernel) | others below
+        self.instrs: list[tuple] = []
         self.where: dict[int, tuple] = {}   # id(array or state object) -> binding
         self.keep_by_slot: list[Any] = []   # per slot, the value it held at capture (filled when capture ends)
         self.keep: list[Any] = []           # keeps every indexed object alive, so ids stay unique
@@ -238,7 +239,9 @@ class Capture(_hooks.EngineHook):
         out = output.data
         k = len(self.instrs)
         ref = self.new_slot(out)
-        self.instrs.append(("op", k, op, attrs, tpl, in_refs, ref[1], out.ndim == 0))
+        specialize = getattr(op, "specialize", None)  # Op.specialize: forward for these shapes, without a ctx
+        kernel = specialize(attrs, *(t.data for t in inputs)) if specialize is not None and tpl is None else None
+        self.instrs.append(("op", k, op, attrs, tpl, in_refs, ref[1], out.ndim == 0, kernel))
         self.n_ops += 1
         if node is not None:
             self.nodes[id(node)] = k

@@ -15,6 +15,7 @@ from ..tensor import Tensor
 from ..variable import Variable
 from .bindings import CONST, IN, PARAM, REF, SLOT, SLOT_ARRAY_MIN_BYTES, STATE_PART, ReplayCtx
 from .capture import Capture
+from .fold import fold_constants, readers
 
 
 class Codegen:
@@ -26,6 +27,7 @@ class Codegen:
                                    "_acca": _backward.accumulate_leaf_array, "make_object": make_object}
         self.n_globals = 0
         self.ctx_used: set[int] = set()
+        self.folded: dict[int, str] = {}  # slot -> the global holding its folded value (fold.py)
 
     def glob(self, value: Any, prefix: str = "G") -> str:
         name = f"{prefix}{self.n_globals}"
@@ -38,7 +40,7 @@ class Codegen:
         if kind == IN:
             return f"i{r[1]}"
         if kind == SLOT:
-            return f"s{r[1]}"
+            return self.folded.get(r[1]) or f"s{r[1]}"
         if kind == PARAM:
             return f"p{r[1]}"
         if kind == REF:
@@ -80,22 +82,33 @@ class Codegen:
             self.ns[f"P{n}"] = p
         for n, t in enumerate(cap.refs):
             self.ns[f"R{n}"] = t
+        by_slot, state_read = readers(cap, out_tpl)
+        for m, value in fold_constants(cap, by_slot, state_read).items():
+            self.folded[m] = self.glob(value, "Z")
+        owned = self._owned_gradients()
         body: list[str] = []
         ctx_line: dict[int, int] = {}
         for ins in cap.instrs:
             kind = ins[0]
             if kind == "op":
-                _, k, op, attrs, tpl, in_refs, m, zero_d = ins
+                _, k, op, attrs, tpl, in_refs, m, zero_d, kernel = ins
+                if m in self.folded:
+                    continue
                 args = ", ".join(self.ref(r) for r in in_refs)
-                a = self.attr(tpl, attrs) if tpl is not None else self.glob(attrs, "A")
-                f = self.glob(op.forward, "F")
-                ctx_line[k] = len(body)
-                body.append(f"c{k} = _new(_C); c{k}.attrs = {a}; c{k}.state = None")
-                body.append(f"s{m} = {f}(c{k}, {args})")
+                if kernel is not None and k not in state_read:  # Op.specialize: no ctx, no forward checks
+                    body.append(f"s{m} = {self.glob(kernel, 'F')}({args})")
+                else:
+                    a = self.attr(tpl, attrs) if tpl is not None else self.glob(attrs, "A")
+                    f = self.glob(op.forward, "F")
+                    ctx_line[k] = len(body)
+                    body.append(f"c{k} = _new(_C); c{k}.attrs = {a}; c{k}.state = None")
+                    body.append(f"s{m} = {f}(c{k}, {args})")
                 if zero_d:
                     body.append(f"if type(s{m}) is not _ndarray: s{m} = _as_array(s{m}, {self.ref(in_refs[0])})")
             elif kind == "seed":
                 _, m, shape, dtype, xp = ins  # xp: the seed's array module (numpy, cupy), as captured
+                if m in self.folded:
+                    continue
                 if xp is np:  # a copy of a kept ones: one C call, where numpy's ones() is empty() + copyto()
                     body.append(f"s{m} = {self.glob(np.ones(shape, dtype), 'ONE')}.copy()")
                 else:
@@ -106,12 +119,20 @@ class Codegen:
                 _, target, g_ref, cg = ins
                 if cg:
                     body.append(f"_acc({self._leaf(target)}, _wrapV({self.ref(g_ref)}, None), True, _claimed)")
+                elif g_ref[0] == SLOT and g_ref[1] in owned:
+                    # a fresh array of the leaf's dtype that no other leaf's gradient shares: what
+                    # accumulate_leaf_array does with it into an empty .grad, without the call and its tests
+                    leaf, g = self._leaf(target), self.ref(g_ref)
+                    body.append(f"if {leaf}._grad is None and {g}.base is None: {leaf}._grad = _wrapV({g}, None)")
+                    body.append(f"else: _acca({leaf}, {g}, _claimed)")
                 else:  # the raw array: no wrapper only to carry it (accumulate_leaf_array)
                     body.append(f"_acca({self._leaf(target)}, {self.ref(g_ref)}, _claimed)")
             elif kind == "grad":
                 _, m, target = ins
                 body.append(f"s{m} = {self._leaf(target)}.grad.data")
         ret = self._output(out_tpl, out_value)
+        if not self.ctx_used <= state_read:  # pragma: no cover - fold.readers walks what ref() is given
+            raise GraphCacheError("internal: an op's state is read where fold.readers did not look")
         throwaway = False
         for k, i in ctx_line.items():
             if k not in self.ctx_used:
@@ -136,6 +157,22 @@ class Codegen:
         fn = self.ns["_program"]
         fn.source = src
         return fn
+
+    def _owned_gradients(self) -> set[int]:
+        """The slots whose array, at capture, went to one leaf's .grad as it was: numpy, owning its memory,
+        writable, of the leaf's dtype, sharing no memory with any other leaf gradient of the pass."""
+        cap = self.cap
+        given = [(ins[1], ins[2][1]) for ins in cap.instrs if ins[0] == "leaf" and not ins[3] and ins[2][0] == SLOT]
+        arrays = [cap.keep_by_slot[m] for _, m in given]
+        owned = set()
+        for n, ((target, m), a) in enumerate(zip(given, arrays, strict=True)):
+            leaf = cap.inputs[target[1]] if target[0] == IN else cap.params[target[1]]
+            if type(a) is not np.ndarray or a.base is not None or not a.flags.writeable or a.dtype != leaf.data.dtype:
+                continue
+            if any(np.may_share_memory(a, b) for i, b in enumerate(arrays) if i != n):
+                continue
+            owned.add(m)
+        return owned
 
     def _leaf(self, target: tuple) -> str:
         return f"ins[{target[1]}]" if target[0] == IN else f"P{target[1]}"
@@ -172,6 +209,8 @@ class Codegen:
         dels: dict[int, list[str]] = {}
         for name, i in last.items():
             if name in big and name not in keep_to_end:
+                while i + 1 < len(body) and body[i + 1].startswith("else:"):
+                    i += 1  # after the `else` of the `if` line that used it last
                 dels.setdefault(i, []).append(name)
         for i, line in enumerate(body):
             out.append(line)

@@ -54,18 +54,23 @@ def make_fit_check(in_sig: tuple, params: tuple, param_sig: tuple, refs: tuple, 
     return check
 
 
-def make_params_check(ids: tuple) -> Callable[[Any], bool]:
+def make_params_check(ids: tuple, read: tuple = ()) -> Callable[[Any], bool]:
     """`check(params)`: True when params= holds, in order, the objects whose ids were captured (`param_ids`), each
     still a leaf that requires grad. A list or tuple is unpacked and tested in straight-line code; any other
-    iterable takes the loop."""
+    iterable takes the loop. `read`: the parameters fn read at capture (the graph holds them), each tested by
+    identity alone: the fit check, which runs after, tests that they are still leaves that require grad."""
     count = len(ids)
     names = [f"q{n}" for n in range(count)]
+    held = {id(p): n for n, p in enumerate(read)}
+    ns: dict[str, Any] = {f"H{n}": p for n, p in enumerate(read)}
     lines = ["if params.__class__ is not list and params.__class__ is not tuple: return _loop(params)",
              f"if len(params) != {count}: return False"]
     if count:
         lines.append(f"{', '.join(names)}, = params")
-        lines += [f"if id({q}) != {i} or not {q}.requires_grad or {q}._node is not None: return False"
-                  for q, i in zip(names, ids, strict=True)]
+        for q, i in zip(names, ids, strict=True):
+            n = held.get(i)
+            lines.append(f"if {q} is not H{n}: return False" if n is not None else
+                         f"if id({q}) != {i} or not {q}.requires_grad or {q}._node is not None: return False")
     lines.append("return True")
 
     def loop(params: Any) -> bool:
@@ -76,7 +81,7 @@ def make_params_check(ids: tuple) -> Callable[[Any], bool]:
             n += 1
         return n == count
 
-    ns: dict[str, Any] = {"_loop": loop}
+    ns["_loop"] = loop
     src = "def check(params):\n" + "".join(f"    {line}\n" for line in lines)
     exec(compile(src, "<graph_cache params check>", "exec"), ns)
     check: Callable[[Any], bool] = ns["check"]

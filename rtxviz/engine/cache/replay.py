@@ -171,7 +171,8 @@ class CachedGraph:
         else:
             check = self._check_params
             if check is None:
-                check = self._check_params = make_params_check(ids)  # param_ids is set once, at capture
+                # param_ids is set once, at capture; _fits below tests the parameters fn read are still leaves
+                check = self._check_params = make_params_check(ids, self._params)
             if not check(params):
                 return False
         try:

@@ -151,10 +151,33 @@ def own_rule_batched(ctx: TapeNode, g: Any) -> tuple:
 
 # -- the kinds with a base class ------------------------------------------------------------------------------
 class Elementwise(Op):
-    """Each output element depends only on the inputs' elements at the same position (one shape for all)."""
+    """Each output element depends only on the inputs' elements at the same position (one shape for all).
+
+    A one-input op that is one function of the array module declares it by name, ``ufunc = "tanh"``: its
+    forward (``xp.tanh(x)``) and its replay kernel (`Op.specialize`) are built from that name.
+    """
 
     kind = "elementwise"
     batched = staticmethod(own_rule_batched)
+    ufunc: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("ufunc")
+        if name is None:
+            return
+        numpy_fn = getattr(np, name)
+
+        def forward(ctx: Any, x: Any) -> Any:
+            if type(x) is np.ndarray:  # numpy's function resolved once, not looked up on each call
+                return numpy_fn(x)
+            return getattr(xp_of(x), name)(x)
+
+        def specialize(attrs: Any, x: Any) -> Callable[[Any], Any]:
+            return numpy_fn if type(x) is np.ndarray else getattr(xp_of(x), name)
+
+        cls.forward = staticmethod(forward)  # type: ignore[method-assign]
+        cls.specialize = staticmethod(specialize)
 
 
 # -- calling ops ----------------------------------------------------------------------------------------------

@@ -86,9 +86,13 @@ class BroadcastBinary(Op):
                 return out
             return tuple(None if r is None else batched_sum_to(r, s) for r, s in zip(out, shapes, strict=True))
 
+        def specialize(attrs: Any, a: Any, b: Any) -> Callable[[Any, Any], Any]:
+            return compute  # the forward without the shapes it keeps for backward
+
         cls.forward = staticmethod(forward)  # type: ignore[method-assign]
         cls.backward = staticmethod(backward)  # type: ignore[method-assign,assignment]
         cls.batched = staticmethod(batched)
+        cls.specialize = staticmethod(specialize)
 
 
 def _sum_to_axes(in_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:

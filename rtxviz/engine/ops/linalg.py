@@ -6,6 +6,7 @@ The torch.linalg names are here too: `inv`, `det`, `slogdet`, `solve`, `cholesky
 
 from __future__ import annotations
 
+import operator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,6 +42,12 @@ class MatMul(Op):
             # (..., M, K) @ (K, N) as one 2-D product: one big GEMM instead of a loop of small ones.
             return (a.reshape(-1, ka) @ b).reshape(a.shape[:-1] + (b.shape[1],))
         return a @ b
+
+    @staticmethod
+    def specialize(attrs: Any, a: Any, b: Any) -> Any:
+        if a.ndim == 0 or b.ndim == 0 or (a.ndim > 2 and b.ndim == 2):
+            return None  # forward raises, or folds the leading dims
+        return operator.matmul if a.shape[-1] == (b.shape[0] if b.ndim == 1 else b.shape[-2]) else None
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
@@ -140,11 +147,19 @@ class Linear(Op):
     def forward(ctx: Any, x: Any, w: Any, b: Any = None) -> Any:
         if x.ndim > 2:  # fold leading dims: one GEMM, not a loop of small ones
             out = (x.reshape(-1, x.shape[-1]) @ w.T).reshape(x.shape[:-1] + (w.shape[0],))
+        elif b is not None:
+            return _linear_rows(x, w, b)
         else:
-            out = x @ w.T
-        if b is not None and not (_add_row is not None and type(out) is np.ndarray and _add_row(out, b)):
-            out += b  # what the compiled row kernel does in one call (the same single addition per element)
+            return x @ w.T
+        if b is not None:
+            _add_bias(out, b)
         return out
+
+    @staticmethod
+    def specialize(attrs: Any, x: Any, w: Any, b: Any = None) -> Any:
+        if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+            return None
+        return _linear_rows if b is not None else _linear_nobias
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
@@ -194,7 +209,11 @@ class LinearWeightGrad(Op):
         if g.ndim != 2 or x.ndim != 2 or g.shape[0] != x.shape[0]:
             raise ShapeError(f"linear_weight_grad: expected dY [n, out] and X [n, in], got shapes {g.shape} and "
                              f"{x.shape}")
-        return g.T @ x
+        return g.T @ x  # _weight_grad, inline: eager pays no extra call
+
+    @staticmethod
+    def specialize(attrs: Any, g: Any, x: Any) -> Any:
+        return _weight_grad if g.ndim == 2 and x.ndim == 2 and g.shape[0] == x.shape[0] else None
 
     @staticmethod
     def backward(ctx: Any, h: Any) -> tuple:
@@ -209,6 +228,26 @@ class LinearWeightGrad(Op):
         nxt = ctx.next
         return (x @ h.swapaxes(-1, -2) if nxt[0] is not None else None,
                 g @ h if nxt[1] is not None else None)
+
+
+def _weight_grad(g: Any, x: Any) -> Any:
+    return g.T @ x
+
+
+def _linear_rows(x: Any, w: Any, b: Any) -> Any:
+    """x @ wᵀ + b for a 2-D x."""
+    out = x @ w.T
+    _add_bias(out, b)
+    return out
+
+
+def _linear_nobias(x: Any, w: Any) -> Any:
+    return x @ w.T
+
+
+def _add_bias(out: Any, b: Any) -> None:
+    if not (_add_row is not None and type(out) is np.ndarray and _add_row(out, b)):
+        out += b  # what the compiled row kernel does in one call (the same single addition per element)
 
 
 @tensor_method("linear")

@@ -6,6 +6,7 @@ Backward rules re-insert the reduced dims (`_restore_dims`) so the gradient broa
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -53,14 +54,22 @@ class Sum(Op):
         ctx.state = x.shape
         if type(x) is np.ndarray:  # what ndarray.sum calls, without numpy's Python wrapper in between
             attrs = ctx.attrs
-            if _sum_rows is not None and x.ndim == 2 and attrs["dims"] == (0,) and not attrs["keepdim"]:
+            if _sum_rows is not None and x.ndim == 2 and attrs["dims"] == (0,) and not attrs["keepdim"] \
+                    and x.shape[1] > 1:
                 # a bias gradient: the rows added in numpy's order for this layout, in one compiled call (it
                 # declines one column, where numpy sums pairwise, and other formats and layouts)
-                out = np.empty(x.shape[1], x.dtype)
-                if _sum_rows(x, out):
-                    return out
+                return _bias_grad(x)
             return _add_reduce(x, attrs["dims"], keepdims=attrs["keepdim"])
         return x.sum(axis=ctx.attrs["dims"], keepdims=ctx.attrs["keepdim"])
+
+    @staticmethod
+    def specialize(attrs: Any, x: Any) -> Any:
+        if type(x) is not np.ndarray:
+            return None
+        dims, keepdim = attrs["dims"], attrs["keepdim"]
+        if _sum_rows is not None and x.ndim == 2 and dims == (0,) and not keepdim and x.shape[1] > 1:
+            return _bias_grad
+        return functools.partial(_add_reduce, axis=dims, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> tuple:
@@ -79,6 +88,14 @@ class Sum(Op):
 
 _ALL_DIMS = {"dims": None, "keepdim": False}
 _add_reduce = np.add.reduce
+
+
+def _bias_grad(x: Any) -> Any:
+    """The rows of a 2-D numpy array (two columns or more) added by the compiled kernel, else by numpy."""
+    out = np.empty(x.shape[1], x.dtype)
+    if _sum_rows(x, out):  # callers test that the kernel is built
+        return out
+    return _add_reduce(x, (0,), keepdims=False)
 
 
 @tensor_method("sum")
