@@ -323,9 +323,12 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
             events.emitter._hooks.remove_hook(null_run.hook)
             events.emitter._CURRENT.remove(null_run)
 
-        def attach(every):
+        def attach(every, idle=1.0):
+            # idle: the wait between posts while the server answers that no page watches the run (none does here);
+            # 0.1 s is the cadence a run has while a page is open on it
             def go():
                 run.sample_every = every
+                run.idle_flush_interval = idle
                 events.emitter._hooks.add_hook(run.hook)
             return go
 
@@ -348,6 +351,7 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
                 "unattached": (lambda: None, step, lambda: None),
                 "recording, null sink": (null_on, step, null_off),
                 "streaming (every step)": (attach(1), streamed, detach),
+                "streaming, posts as watched": (attach(1, 0.1), streamed, detach),
                 "streaming, sample_every=10": (attach(10), streamed, detach),
             }
             meters = {k: CpuSplit(run._thread, server.get("pid")) for k in variants}

@@ -3,7 +3,10 @@
 The engine thread encodes each event (orjson, ~0.6 µs) and appends the bytes to a bounded deque (when it is full
 the event is dropped and counted). A daemon sender thread wakes every `flush_interval` seconds (or when a batch
 is ready) and POSTs up to `batch_size` events as NDJSON to ``/api/runs/{run_id}/events`` over one keep-alive
-connection.
+connection. While the server answers that no page watches the run (``"viewers": 0``), the sender waits
+`idle_flush_interval` (1 s) instead: on a machine that trains, each post costs the server about a millisecond of
+CPU however small it is, and ten a second of them were a good part of what streaming took from training. The
+first answer after a page opens the run brings the cadence back (within that second).
 A failed send (server down, slow, or rejecting) loses that batch, counts it as dropped and backs off; the drop
 count travels to the server in the next batch that gets through (a `dropped` event and the `dropped` query
 parameter). A batch is never sent twice: when the server stored part of it before failing (a large batch is
@@ -51,9 +54,10 @@ _CURRENT: list[Run] = []
 
 
 class Transport(Protocol):
-    """Where batches go. `send` raises on any failure (the batch is then counted as dropped)."""
+    """Where batches go. `send` raises on any failure (the batch is then counted as dropped); it may return the
+    number of pages watching the run, as the server said (None: unknown, so the sender keeps its fast cadence)."""
 
-    def send(self, run: Run, lines: list[bytes], dropped: int) -> None: ...
+    def send(self, run: Run, lines: list[bytes], dropped: int) -> int | None: ...
 
     def close(self) -> None: ...
 
@@ -82,6 +86,20 @@ def stored_before_failure(answer: bytes) -> int:
     return stored if type(stored) is int and stored > 0 else 0
 
 
+def viewers_of(answer: bytes) -> int | None:
+    """How many pages watch the run, from the server's answer to a post (None when it does not say: a server
+    whose viewers may be in other processes, or an older one).
+
+    >>> viewers_of(b'{"run_id": "r", "first_seq": 1, "count": 3, "viewers": 0}'), viewers_of(b'{"count": 3}')
+    (0, None)
+    """
+    try:
+        viewers = json.loads(answer).get("viewers")
+    except (ValueError, AttributeError):
+        return None
+    return viewers if type(viewers) is int and viewers >= 0 else None
+
+
 class HttpTransport:
     """POSTs NDJSON batches with the stdlib's http.client over one keep-alive connection."""
 
@@ -103,7 +121,7 @@ class HttpTransport:
             self._conn = cls(self.host, self.port, timeout=self.timeout)
         return self._conn
 
-    def send(self, run: Run, lines: list[bytes], dropped: int) -> None:
+    def send(self, run: Run, lines: list[bytes], dropped: int) -> int | None:
         query = urllib.parse.urlencode({"name": run.name, "dropped": dropped})
         path = f"{self.base}/api/runs/{run.id}/events?{query}"
         body = b"\n".join(lines)
@@ -134,6 +152,7 @@ class HttpTransport:
             message = f"server answered {resp.status}: {detail[:300].decode(errors='replace')}"
             stored = stored_before_failure(detail) if resp.status in (503, 507) else 0
             raise PartlyStored(message, stored) if stored else RuntimeError(message)
+        return viewers_of(detail)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -225,7 +244,7 @@ class Run:
     def __init__(self, transport: Transport, run_name: str | None = None, sample_every: int = 1,
                  max_queue: int = 100_000, values_max_numel: int = 16, batch_size: int = 2000,
                  flush_interval: float = 0.1, close_timeout: float = 2.0, meta: dict | None = None,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, idle_flush_interval: float = 1.0) -> None:
         if sample_every < 1:
             raise ValueError(f"watch: sample_every must be >= 1, got {sample_every}")
         if max_queue < 1 or batch_size < 1:
@@ -237,6 +256,9 @@ class Run:
         self.sample_every = int(sample_every)
         self.meta = meta or {}
         self.batch_size, self.flush_interval, self.close_timeout = batch_size, flush_interval, close_timeout
+        #: the wait between posts while the server says no page watches the run (module docstring)
+        self.idle_flush_interval = max(float(idle_flush_interval), float(flush_interval))
+        self._watched = True  # until an answer says otherwise
         self._q: deque = deque()
         self._ready: list = []           # encoded events waiting to fill a batch (sender thread only)
         self._last_send = 0.0
@@ -372,7 +394,7 @@ class Run:
     def _sender(self) -> None:
         deadline: float | None = None
         while True:
-            self._wake.wait(self.flush_interval)
+            self._wake.wait(self._interval())
             self._wake.clear()
             if self._closing and deadline is None:
                 deadline = time.monotonic() + self.close_timeout
@@ -403,8 +425,8 @@ class Run:
                 taken = [pop() for _ in range(n)]
                 ready.extend(taken)
             if len(ready) < self.batch_size and not q and not self._closing \
-                    and now - self._last_send < self.flush_interval:
-                return  # a small batch: wait for more, up to flush_interval after the last send
+                    and now - self._last_send < self._interval():
+                return  # a small batch: wait for more, up to the interval after the last send
             batch = ready[:self.batch_size]
             del ready[:self.batch_size]
             dropped = self.dropped
@@ -414,7 +436,7 @@ class Run:
                     "new": dropped - self._reported, "reason": "queue_full_or_send_failed"}))
             self._last_send = now
             try:
-                self.transport.send(self, batch, dropped)
+                viewers = self.transport.send(self, batch, dropped)
             except Exception as exc:  # anything: the training loop must never see it
                 self._failed_batches += 1
                 self._last_error = f"{type(exc).__name__}: {exc}"[:300]
@@ -429,6 +451,11 @@ class Run:
             self._backoff = 0.0
             self._reported = dropped
             self._sent += len(batch)
+            self._watched = viewers != 0  # None (not said): as if watched
+
+    def _interval(self) -> float:
+        """The wait between posts: flush_interval while a page may watch the run, else idle_flush_interval."""
+        return self.flush_interval if self._watched else self.idle_flush_interval
 
 def watch(url: str | None = None, run_name: str | None = None, sample_every: int = 1, max_queue: int = 100_000,
           values_max_numel: int = 16, token: str | None = None, meta: dict | None = None,
@@ -439,7 +466,7 @@ def watch(url: str | None = None, run_name: str | None = None, sample_every: int
     token: sent as a bearer token; default: RTXVIZ_TOKEN. sample_every: record every k-th `step()`.
     max_queue: events held in memory at most (beyond that they are dropped and counted).
     values_max_numel: tensors with at most this many elements carry their values.
-    Other options go to `Run` (batch_size, flush_interval, close_timeout, run_id).
+    Other options go to `Run` (batch_size, flush_interval, idle_flush_interval, close_timeout, run_id).
 
     >>> with watch("http://127.0.0.1:9", run_name="mlp", close_timeout=0.1) as run:
     ...     run.name

@@ -59,6 +59,11 @@ class Hub:
     def client_count(self) -> int:
         return self._count
 
+    def viewers(self, run_id: str) -> int:
+        """How many clients of this process stream run `run_id` (the lobby's are not counted: it shows runs as
+        they start and end, not their events)."""
+        return len(self._runs.get(run_id, ()))
+
     # -- producers (ingest) ----------------------------------------------------------------------------------
     def publish(self, run_id: str, first_seq: int, texts: list[str], until: int | None = None) -> None:
         """Hand a committed batch to every client of the run; never blocks. `until`: the seq the post it is part
