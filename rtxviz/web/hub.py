@@ -25,7 +25,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..store import RunStore
+from ..store import Notifying, RunStore
 
 log = logging.getLogger("rtxviz.web")
 
@@ -54,15 +54,17 @@ class Hub:
         self._runs: dict[str, set[_Client]] = {}
         self._lobby: set[_Client] = set()
         self._count = 0
+        # a store that several server processes write (Notifying) may have viewers of a run in the others
+        self._sees_every_viewer = not isinstance(store, Notifying)
 
     @property
     def client_count(self) -> int:
         return self._count
 
-    def viewers(self, run_id: str) -> int:
-        """How many clients of this process stream run `run_id` (the lobby's are not counted: it shows runs as
-        they start and end, not their events)."""
-        return len(self._runs.get(run_id, ()))
+    def viewers(self, run_id: str) -> int | None:
+        """How many pages stream run `run_id` (the lobby's are not counted: it shows runs as they start and end,
+        not their events); None when other server processes may hold some."""
+        return len(self._runs.get(run_id, ())) if self._sees_every_viewer else None
 
     # -- producers (ingest) ----------------------------------------------------------------------------------
     def publish(self, run_id: str, first_seq: int, texts: list[str], until: int | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -11,9 +12,10 @@ import numpy as np
 from .. import backward as _backward
 from ..errors import GraphCacheError
 from ..graph import as_array
+from ..memory import root_of
 from ..tensor import Tensor
 from ..variable import Variable
-from .bindings import CONST, IN, PARAM, REF, SLOT, SLOT_ARRAY_MIN_BYTES, STATE_PART, ReplayCtx
+from .bindings import CONST, IN, PARAM, REF, SLOT, SLOT_ARRAY_MIN_BYTES, STATE_PART, ReplayCtx, is_array
 from .capture import Capture
 from .fold import fold_constants, readers
 
@@ -160,18 +162,18 @@ class Codegen:
 
     def _owned_gradients(self) -> set[int]:
         """The slots whose array, at capture, went to one leaf's .grad as it was: numpy, owning its memory,
-        writable, of the leaf's dtype, sharing no memory with any other leaf gradient of the pass."""
+        writable, of the leaf's dtype, and the buffer of no other leaf gradient of the pass (told apart by the
+        roots of their `.base` chains, as accumulate_leaf_array's claimed set does)."""
         cap = self.cap
-        given = [(ins[1], ins[2][1]) for ins in cap.instrs if ins[0] == "leaf" and not ins[3] and ins[2][0] == SLOT]
-        arrays = [cap.keep_by_slot[m] for _, m in given]
+        given = [(ins[1], ins[2][1], cap.keep_by_slot[ins[2][1]]) for ins in cap.instrs
+                 if ins[0] == "leaf" and not ins[3] and ins[2][0] == SLOT]
+        roots = Counter(id(root_of(a)) for _, _, a in given if is_array(a))
         owned = set()
-        for n, ((target, m), a) in enumerate(zip(given, arrays, strict=True)):
+        for target, m, a in given:
             leaf = cap.inputs[target[1]] if target[0] == IN else cap.params[target[1]]
-            if type(a) is not np.ndarray or a.base is not None or not a.flags.writeable or a.dtype != leaf.data.dtype:
-                continue
-            if any(np.may_share_memory(a, b) for i, b in enumerate(arrays) if i != n):
-                continue
-            owned.add(m)
+            if type(a) is np.ndarray and a.base is None and a.flags.writeable and a.dtype == leaf.data.dtype \
+                    and roots[id(a)] == 1:
+                owned.add(m)
         return owned
 
     def _leaf(self, target: tuple) -> str:

@@ -145,12 +145,9 @@ class Linear(Op):
 
     @staticmethod
     def forward(ctx: Any, x: Any, w: Any, b: Any = None) -> Any:
-        if x.ndim > 2:  # fold leading dims: one GEMM, not a loop of small ones
-            out = (x.reshape(-1, x.shape[-1]) @ w.T).reshape(x.shape[:-1] + (w.shape[0],))
-        elif b is not None:
-            return _linear_rows(x, w, b)
-        else:
-            return x @ w.T
+        if x.ndim <= 2:
+            return _linear_rows(x, w, b) if b is not None else x @ w.T
+        out = (x.reshape(-1, x.shape[-1]) @ w.T).reshape(x.shape[:-1] + (w.shape[0],))  # one GEMM for all rows
         if b is not None:
             _add_bias(out, b)
         return out

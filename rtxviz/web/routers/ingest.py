@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ... import schema
 from ...schema import MAX_NAME, EventError, validate_batch
-from ...store import AppendsInChunks, EventRow, Notifying, RunStore, StoreError, StoreForbidden
+from ...store import AppendsInChunks, EventRow, RunStore, StoreError, StoreForbidden
 from ...store.history import FIELDS as HISTORY_FIELDS
 from ...store.rows import use_seq_texts
 from ..deps import HubDep, IngestSlotsDep, Principal, PrincipalDep, Settings, SettingsDep, StoreDep
@@ -278,10 +278,9 @@ async def ingest(request: Request, run_id: RunIdPath, s: SettingsDep, store: Sto
     if lifecycle:
         await _announce(store, hub, run_id)
     answer: dict[str, Any] = {"run_id": run_id, "first_seq": first, "count": len(texts)}
-    if not isinstance(store, Notifying):
-        # the pages watching the run, all of them here (a store several processes write may have viewers in the
-        # others: then the answer says nothing, and the sender keeps its fast cadence)
-        answer["viewers"] = hub.viewers(run_id)
+    viewers = hub.viewers(run_id)
+    if viewers is not None:  # unknown (other processes' pages): unsaid, and the sender keeps its fast cadence
+        answer["viewers"] = viewers
     return answer
 
 
