@@ -6,6 +6,16 @@
    microseconds of Python per call; on a small MLP those passes were a third of the recording overhead.
 
    summary(x)            sum of squares, sum, min and max of x in one read (rtxviz.events.stats).
+   stats(x, k)           summary's pass, handed back as the finite summary dict itself (shape, norm, min, max,
+                         nan, inf, mean, and values when x has at most k elements): rtxviz.summary.tensor_stats
+                         for a watched run's every gradient, without two Python frames and a dict built in
+                         Python; None when the sum of squares is not finite (the caller counts NaN/Inf then).
+   all_finite(x)         whether x holds no NaN/Inf, in one read (the watched forward's check of every output).
+   saved_entries(...)    a node event's `saved` list (rtxviz.events.hook.EventHook._saved, which documents the
+                         fields): the same dicts its Python loop builds, with its `alias` table, in one call. A
+                         recorded op's event is built right after the op's numpy calls have filled the caches
+                         with arrays, and the interpreter then runs several times slower than when warm: here
+                         the loop over the node's 2-5 saved tensors was half of a node event's time.
    add_measured(p, u)    p += u, returning the sums of squares of the new p and of u from the same pass
                          (rtxviz.optim: the optimizer report's ‖p‖ and ‖u‖ for free).
    sgd_plain(ps, gs, s)  plain SGD's p += g·s over every parameter in one call (rtxviz.optim.SGD: on a small
@@ -103,6 +113,25 @@
 
 DEFINE_SUMMARY(summary_f32, float, 16)  /* lane counts measured best on AVX2 */
 DEFINE_SUMMARY(summary_f64, double, 32)
+
+/* finite_<T>(x, n): 1 when no element of x is NaN or Inf. Each lane sums x·0, which is 0 for a finite x and
+   NaN for NaN or ±Inf (IEEE: 0·Inf is NaN), and never overflows, unlike a sum of squares; without -ffast-math
+   the compiler keeps the product. One multiply-add a vector: a load-bound read, with no branch to stop early
+   (a NaN is the rare case, and the caller counts it then). */
+#define DEFINE_FINITE(NAME, T, LANES)                                                               \
+    MULTIVERSION static int NAME(const T *x, Py_ssize_t n) {                                        \
+        T acc[LANES] = {0};                                                                         \
+        Py_ssize_t bulk = n - n % LANES;                                                            \
+        for (Py_ssize_t i = 0; i < bulk; i += LANES)                                                \
+            for (int j = 0; j < LANES; j++) acc[j] += x[i + j] * (T)0;                              \
+        T total = 0;                                                                                \
+        for (Py_ssize_t i = bulk; i < n; i++) total += x[i] * (T)0;                                 \
+        for (int j = 0; j < LANES; j++) total += acc[j];                                            \
+        return total == total;                                                                      \
+    }
+
+DEFINE_FINITE(finite_f32, float, 32)
+DEFINE_FINITE(finite_f64, double, 16)
 
 /* add_measured_<T>(p, u, n, out): p[i] = p[i] + u[i] (the same IEEE addition as numpy's `p += u`, so the
    parameters are bit for bit those of an unwatched step); out = {sum of squares of the new p, of u}.
@@ -232,6 +261,100 @@ static PyObject *summary(PyObject *self, PyObject *arg) {
     if (saved) PyEval_RestoreThread(saved);
     PyBuffer_Release(&view);
     return Py_BuildValue("(dddd)", out[0], out[1], out[2], out[3]);
+}
+
+/* the stats dict's keys, made once (PyInit__native) */
+static PyObject *k_shape, *k_norm, *k_min, *k_max, *k_nan, *k_inf, *k_mean, *k_values;
+
+static int set_item(PyObject *dict, PyObject *key, PyObject *value) { /* steals value */
+    if (value == NULL) return -1;
+    int rc = PyDict_SetItem(dict, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "stats(buffer, values_max_numel) takes 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t values_max = PyLong_AsSsize_t(args[1]);
+    if (values_max == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    int kind = float_kind(&view, "stats");
+    if (!kind) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t n = view.len / view.itemsize;
+    double out[4];
+    if (n > 0) {
+        PyThreadState *saved = n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+        if (kind == 1)
+            summary_f32((const float *)view.buf, n, out);
+        else
+            summary_f64((const double *)view.buf, n, out);
+        if (saved) PyEval_RestoreThread(saved);
+    }
+    if (n == 0 || !isfinite(out[0])) { /* empty, or NaN/Inf may be present: the caller's general path */
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *shape = PyList_New(view.ndim), *dict = NULL;
+    if (shape == NULL) goto fail;
+    for (int d = 0; d < view.ndim; d++) {
+        PyObject *len = PyLong_FromSsize_t(view.shape[d]);
+        if (len == NULL) goto fail;
+        PyList_SET_ITEM(shape, d, len);
+    }
+    dict = PyDict_New();
+    if (dict == NULL) goto fail;
+    /* the order of tensor_stats' Python path: shape, norm, min, max, nan, inf, mean[, values] */
+    int rc = PyDict_SetItem(dict, k_shape, shape);
+    Py_CLEAR(shape);
+    if (rc < 0 || set_item(dict, k_norm, PyFloat_FromDouble(sqrt(out[0]))) < 0 ||
+        set_item(dict, k_min, PyFloat_FromDouble(out[2])) < 0 ||
+        set_item(dict, k_max, PyFloat_FromDouble(out[3])) < 0 ||
+        set_item(dict, k_nan, PyLong_FromLong(0)) < 0 || set_item(dict, k_inf, PyLong_FromLong(0)) < 0 ||
+        set_item(dict, k_mean, PyFloat_FromDouble(out[1] / (double)n)) < 0)
+        goto fail;
+    if (n <= values_max) { /* what ndarray.tolist gives: Python floats of each element */
+        PyObject *values = PyList_New(n);
+        if (values == NULL) goto fail;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double v = kind == 1 ? (double)((const float *)view.buf)[i] : ((const double *)view.buf)[i];
+            PyObject *f = PyFloat_FromDouble(v);
+            if (f == NULL) {
+                Py_DECREF(values);
+                goto fail;
+            }
+            PyList_SET_ITEM(values, i, f);
+        }
+        if (set_item(dict, k_values, values) < 0) goto fail;
+    }
+    PyBuffer_Release(&view);
+    return dict;
+fail:
+    Py_XDECREF(shape);
+    Py_XDECREF(dict);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyObject *all_finite(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    int kind = float_kind(&view, "all_finite");
+    if (!kind) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t n = view.len / view.itemsize;
+    /* the GIL stays held: a forward output's check takes microseconds, and the training thread needs it next */
+    int ok = kind == 1 ? finite_f32((const float *)view.buf, n) : finite_f64((const double *)view.buf, n);
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
 }
 
 static PyObject *add_measured(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1041,10 +1164,163 @@ static PyObject *sgd_plain(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return left;
 }
 
+/* -- saved_entries: the `saved` field of a node event ------------------------------------------------------ */
+static PyObject *k_role, *k_bytes, *k_dtype, *k_index, *k_alias, *k_node, *s_input, *s_output, *s_state,
+    *a_dtype, *a_nbytes, *a_base, *a_data, *a_name;
+
+/* the end of `array`'s .base chain (rtxviz.engine.memory.root_of): a new reference */
+static PyObject *root_buffer(PyObject *array) {
+    Py_INCREF(array);
+    PyObject *base = PyObject_GetAttr(array, a_base);
+    if (base == NULL) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    while (base != Py_None) {
+        int has = PyObject_HasAttr(base, a_nbytes);
+        if (!has) break;
+        Py_SETREF(array, base);
+        base = PyObject_GetAttr(array, a_base);
+        if (base == NULL) { /* no .base: the chain ends at array */
+            PyErr_Clear();
+            return array;
+        }
+    }
+    Py_DECREF(base);
+    return array;
+}
+
+/* one entry (EventHook._saved_entry): appended to `out`; 0, or -1 with an exception */
+static int saved_entry(PyObject *out, PyObject *nid, PyObject *role, Py_ssize_t index, PyObject *array,
+                       PyObject *buffers, PyObject *dtype_names, Py_ssize_t buffers_max) {
+    PyObject *e = NULL, *dtype = NULL, *root = NULL, *key = NULL, *here = NULL, *ref = NULL, *pair = NULL;
+    int rc = -1;
+    dtype = PyObject_GetAttr(array, a_dtype);
+    if (dtype == NULL) goto done;
+    PyObject *name = PyDict_GetItemWithError(dtype_names, dtype); /* borrowed */
+    if (name == NULL) {
+        if (PyErr_Occurred()) goto done;
+        PyObject *fresh = PyObject_GetAttr(dtype, a_name);
+        if (fresh == NULL) goto done;
+        int bad = PyDict_SetItem(dtype_names, dtype, fresh);
+        Py_DECREF(fresh);
+        if (bad < 0) goto done;
+        name = PyDict_GetItemWithError(dtype_names, dtype);
+        if (name == NULL) goto done;
+    }
+    PyObject *shape = PyObject_GetAttr(array, k_shape);
+    if (shape == NULL) goto done;
+    PyObject *shape_list = PySequence_List(shape);
+    Py_DECREF(shape);
+    if (shape_list == NULL) goto done;
+    e = PyDict_New();
+    if (e == NULL) {
+        Py_DECREF(shape_list);
+        goto done;
+    }
+    if (PyDict_SetItem(e, k_role, role) < 0 || set_item(e, k_bytes, PyObject_GetAttr(array, a_nbytes)) < 0 ||
+        set_item(e, k_shape, shape_list) < 0 || PyDict_SetItem(e, k_dtype, name) < 0)
+        goto done;
+    if (index >= 0 && set_item(e, k_index, PyLong_FromSsize_t(index)) < 0) goto done;
+    root = root_buffer(array);
+    if (root == NULL) goto done;
+    key = PyLong_FromVoidPtr(root); /* id(root) */
+    if (key == NULL) goto done;
+    PyObject *seen = PyDict_GetItemWithError(buffers, key); /* borrowed: (weak reference, where) */
+    if (seen == NULL && PyErr_Occurred()) goto done;
+    if (seen != NULL && PyTuple_Check(seen) && PyTuple_GET_SIZE(seen) == 2 &&
+        PyWeakref_Check(PyTuple_GET_ITEM(seen, 0)) && PyWeakref_GetObject(PyTuple_GET_ITEM(seen, 0)) == root) {
+        if (PyDict_SetItem(e, k_alias, PyTuple_GET_ITEM(seen, 1)) < 0) goto done;
+    } else {
+        if (PyDict_GET_SIZE(buffers) >= buffers_max) PyDict_Clear(buffers);
+        here = PyDict_New();
+        if (here == NULL || PyDict_SetItem(here, k_node, nid) < 0 || PyDict_SetItem(here, k_role, role) < 0)
+            goto done;
+        if (index >= 0 && set_item(here, k_index, PyLong_FromSsize_t(index)) < 0) goto done;
+        ref = PyWeakref_NewRef(root, NULL);
+        if (ref == NULL) { /* an array type without weak references: no alias is reported for it */
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
+            PyErr_Clear();
+        } else {
+            pair = PyTuple_Pack(2, ref, here);
+            if (pair == NULL || PyDict_SetItem(buffers, key, pair) < 0) goto done;
+        }
+    }
+    rc = PyList_Append(out, e);
+done:
+    Py_XDECREF(e);
+    Py_XDECREF(dtype);
+    Py_XDECREF(root);
+    Py_XDECREF(key);
+    Py_XDECREF(here);
+    Py_XDECREF(ref);
+    Py_XDECREF(pair);
+    return rc;
+}
+
+/* saved_entries(nid, inputs, out_data, states, buffers, dtype_names, buffers_max) -> list */
+static PyObject *saved_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyDict_Check(args[4]) || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "saved_entries(nid, inputs, out_data, states, buffers: dict, dtype_names: dict, buffers_max)");
+        return NULL;
+    }
+    PyObject *nid = args[0], *inputs = args[1], *out_data = args[2], *states = args[3];
+    PyObject *buffers = args[4], *dtype_names = args[5];
+    Py_ssize_t buffers_max = PyLong_AsSsize_t(args[6]);
+    if (buffers_max == -1 && PyErr_Occurred()) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    if (inputs != Py_None) {
+        PyObject *seq = PySequence_Fast(inputs, "saved_entries: inputs must be a sequence");
+        if (seq == NULL) goto fail;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+            if (t == Py_None) continue;
+            PyObject *data = PyObject_GetAttr(t, a_data);
+            int bad = data == NULL || saved_entry(out, nid, s_input, i, data, buffers, dtype_names, buffers_max) < 0;
+            Py_XDECREF(data);
+            if (bad) {
+                Py_DECREF(seq);
+                goto fail;
+            }
+        }
+        Py_DECREF(seq);
+    }
+    if (out_data != Py_None && saved_entry(out, nid, s_output, -1, out_data, buffers, dtype_names, buffers_max) < 0)
+        goto fail;
+    if (states != Py_None) {
+        PyObject *seq = PySequence_Fast(states, "saved_entries: states must be a sequence");
+        if (seq == NULL) goto fail;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (saved_entry(out, nid, s_state, j, PySequence_Fast_GET_ITEM(seq, j), buffers, dtype_names,
+                            buffers_max) < 0) {
+                Py_DECREF(seq);
+                goto fail;
+            }
+        }
+        Py_DECREF(seq);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"summary", summary, METH_O,
      "summary(buffer) -> (sum of squares, sum, min, max) of a C-contiguous float32/float64 buffer, in one pass.\n"
      "min and max skip NaN; a non-finite sum of squares means NaN/Inf may be present."},
+    {"stats", (PyCFunction)(void (*)(void))stats, METH_FASTCALL,
+     "stats(buffer, values_max_numel) -> dict | None: tensor_stats' summary of a C-contiguous float32/float64\n"
+     "buffer whose sum of squares is finite (None otherwise, and for an empty one), in one pass."},
+    {"saved_entries", (PyCFunction)(void (*)(void))saved_entries, METH_FASTCALL,
+     "saved_entries(nid, inputs, out_data, states, buffers, dtype_names, buffers_max) -> list: a node event's\n"
+     "`saved` entries and its alias table's updates, as rtxviz.events.hook.EventHook._saved builds them."},
+    {"all_finite", all_finite, METH_O,
+     "all_finite(buffer) -> bool: no NaN or Inf in a C-contiguous float32/float64 buffer (one pass, x*0 summed)."},
     {"add_measured", (PyCFunction)(void (*)(void))add_measured, METH_FASTCALL,
      "add_measured(param, update) -> (sum of squares of param after, of update): param += update in place, in\n"
      "one pass. Both C-contiguous, the same float32/float64 format and size, not overlapping."},
@@ -1085,4 +1361,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rtxviz._native",
                                     "Fused memory passes for watched runs; the LSTM step, max-pooling and col2im kernels (see _native.c).",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject **keys[] = {&k_shape, &k_norm, &k_min, &k_max, &k_nan, &k_inf, &k_mean, &k_values};
+    const char *names[] = {"shape", "norm", "min", "max", "nan", "inf", "mean", "values"};
+    for (int i = 0; i < 8; i++)
+        if ((*keys[i] = PyUnicode_InternFromString(names[i])) == NULL) return NULL;
+    PyObject **more[] = {&k_role, &k_bytes, &k_dtype, &k_index, &k_alias, &k_node, &s_input, &s_output, &s_state,
+                         &a_dtype, &a_nbytes, &a_base, &a_data, &a_name};
+    const char *more_names[] = {"role", "bytes", "dtype", "index", "alias", "node", "input", "output", "state",
+                                "dtype", "nbytes", "base", "data", "name"};
+    for (int i = 0; i < 14; i++)
+        if ((*more[i] = PyUnicode_InternFromString(more_names[i])) == NULL) return NULL;
+    return PyModule_Create(&module);
+}

@@ -2,6 +2,9 @@
 compiler at install) or when the environment variable ``RTXVIZ_NO_NATIVE=1`` asks for the numpy paths.
 
     summary(x)           -> (sum of squares, sum, min, max) in one pass   (rtxviz.summary)
+    stats(x, k)          -> summary's pass as tensor_stats' finite dict, or None (rtxviz.summary.tensor_stats)
+    all_finite(x)        -> no NaN/Inf in x, one pass                     (rtxviz.summary.count_nonfinite)
+    saved_entries(...)   -> a node event's `saved` list, in one call    (rtxviz.events.hook.EventHook._saved)
     add_measured(p, u)   -> p += u, and (‖p‖², ‖u‖²) from the same pass  (rtxviz.optim)
     sgd_plain(ps, gs, s) -> p += g·s for every pair, one call; the indices of pairs it left to numpy (SGD)
     tanh_grad(g, y, out) -> out = g·(1 − y²) in one pass, True; False when it cannot take them (TanhGrad)
@@ -25,10 +28,13 @@ import importlib
 import os
 from typing import Any
 
-__all__ = ["add_measured", "add_row", "col2im_wide", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward",
-           "max_pool2d_scatter", "sgd_plain", "sum_rows", "summary", "tanh_grad"]
+__all__ = ["add_measured", "add_row", "all_finite", "col2im_wide", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward",
+           "max_pool2d_scatter", "saved_entries", "sgd_plain", "stats", "sum_rows", "summary", "tanh_grad"]
 
 summary: Any = None
+all_finite: Any = None
+stats: Any = None
+saved_entries: Any = None
 add_measured: Any = None
 lstm_forward_step: Any = None
 lstm_backward_step: Any = None
@@ -57,3 +63,6 @@ if os.environ.get("RTXVIZ_NO_NATIVE") != "1":
         tanh_grad = getattr(_native, "tanh_grad", None)
         add_row = getattr(_native, "add_row", None)
         sum_rows = getattr(_native, "sum_rows", None)
+        all_finite = getattr(_native, "all_finite", None)
+        stats = getattr(_native, "stats", None)
+        saved_entries = getattr(_native, "saved_entries", None)

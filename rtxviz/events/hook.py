@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..accel import saved_entries as _native_saved_entries
 from ..engine import hooks as _hooks
 from ..engine.grad_mode import STATE as _GRAD_STATE
 from ..engine.graph import TapeNode
@@ -246,7 +247,18 @@ class EventHook(EngineHook):
         earlier node's) that reads the same buffer, so that totals can count a buffer once.
 
         It runs once per recorded op, so it reads the node's fields in `saved_tensors`' order itself (no list of
-        tuples in between), follows `.base` only for views, and names dtypes from the module's cache."""
+        tuples in between), follows `.base` only for views, and names dtypes from the module's cache. The compiled
+        `saved_entries` builds the same list in one call where it was built (tests/events/test_saved_tensors.py
+        compares the two)."""
+        if _native_saved_entries is not None:
+            state = node.state
+            return _native_saved_entries(node.id, node.inputs, node.out_data,
+                                         None if state is None else _state_arrays(state), self._buffers,
+                                         _DTYPE_NAMES, _BUFFERS_MAX)
+        return self._saved_python(node)
+
+    def _saved_python(self, node: Any) -> list[dict]:
+        """`_saved` without the compiled module."""
         out: list[dict] = []
         nid = node.id
         inputs = node.inputs

@@ -5,14 +5,30 @@ bytes, shapes, and which of them share one buffer (told apart here by numpy's ow
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
+import pytest
 
-from rtxviz import Tensor, Variable
+from rtxviz import Tensor, Variable, accel
 from rtxviz.engine import hooks
 from rtxviz.engine.ops.nn_conv import conv2d
 from rtxviz.engine.ops.nn_norm import dropout
 from rtxviz.events import EventHook, validate_event
+from rtxviz.events import hook as hook_module
+
+
+@pytest.fixture(params=["compiled", "python"])
+def saved_path(request, monkeypatch):
+    """Each test once through the compiled `saved_entries` and once through the Python loop it replaces."""
+    if request.param == "compiled":
+        if accel.saved_entries is None:
+            if os.environ.get("RTXVIZ_REQUIRE_NATIVE") == "1":
+                pytest.fail("rtxviz._native was not built (RTXVIZ_REQUIRE_NATIVE=1)")
+            pytest.skip("rtxviz._native not built")
+    else:
+        monkeypatch.setattr(hook_module, "_native_saved_entries", None)
+    return request.param
 
 
 def var(shape, name=None, seed=0):
@@ -55,7 +71,7 @@ def walk(root) -> list:
     return order
 
 
-def test_saved_matches_the_engines_tensors_and_aliases():
+def test_saved_matches_the_engines_tensors_and_aliases(saved_path):
     x, w = var([4, 3], "x", 1), var([3, 5], "model.w", 2)
     img, k = var([2, 1, 5, 5], "img", 3), var([2, 1, 3, 3], "model.k", 4)
 
@@ -100,7 +116,7 @@ def test_saved_matches_the_engines_tensors_and_aliases():
     assert flat_sq["saved"][1]["alias"] == {"node": flat_sq["id"], "role": "input", "index": 0}
 
 
-def test_a_node_that_saves_nothing_has_no_saved_field():
+def test_a_node_that_saves_nothing_has_no_saved_field(saved_path):
     x = var([3], "x")
     nodes, _ = record(lambda: x.reshape([3, 1]) + 1.0)
     reshape = next(e for e in nodes.values() if e["op"] == "reshape")
@@ -111,3 +127,32 @@ def test_old_node_events_without_saved_stay_valid():
     ev = {"v": 1, "kind": "node", "t": 0.0, "step": 0, "id": 1, "op": "exp", "inputs": [{"leaf": 1}],
           "shape": [2], "dtype": "float32", "device": "cpu", "saved_bytes": 8}
     assert validate_event(ev) == ev
+
+
+@pytest.mark.skipif(accel.saved_entries is None and os.environ.get("RTXVIZ_REQUIRE_NATIVE") != "1",
+                    reason="rtxviz._native not built")
+def test_the_compiled_entries_are_the_python_loops_dicts():
+    """Both builders on the same nodes, each with an alias table of its own: equal lists, equal tables (views of
+    views, float32 and float64, a state tuple with a non-array in it, a buffer saved by two nodes)."""
+    base = np.arange(24.0).reshape(4, 6)
+    x = Variable.from_tensor(Tensor(base[1:, ::2]), requires_grad=True, name="x")  # a strided view
+    w = var([3, 2], "w", 5)
+    f32 = Variable.from_tensor(Tensor(np.arange(6, dtype=np.float32).reshape(3, 2)), requires_grad=True)
+    events: list[dict] = []
+    with EventHook(events.append):
+        h = x @ w
+        g = (h * h.reshape([6]).reshape([3, 2])).exp()
+        c = conv2d(var([1, 1, 4, 4], "img", 6), var([1, 1, 2, 2], "k", 7))
+        out = g.sum() + c.sum() + (f32 * f32).sum().to(dtype="float64")
+    nodes = walk(out.grad_fn)
+    compiled, python = EventHook(lambda e: None), EventHook(lambda e: None)
+    for node in sorted(nodes, key=lambda n: n.id):
+        got = compiled._saved(node)
+        want = python._saved_python(node)
+        assert got == want, node
+        assert [list(e) for e in got] == [list(e) for e in want]  # the same key order in the JSON
+    assert compiled._buffers.keys() == python._buffers.keys()
+    assert [v[1] for v in compiled._buffers.values()] == [v[1] for v in python._buffers.values()]
+    assert all(a[0]() is b[0]() for a, b in zip(compiled._buffers.values(), python._buffers.values(), strict=True))
+    with pytest.raises(TypeError, match="saved_entries"):
+        accel.saved_entries(1, None, None, None, [], {}, 10)

@@ -24,7 +24,8 @@ def summary_path(request, monkeypatch):
                 pytest.fail(why)
             pytest.skip(why)
     else:
-        monkeypatch.setattr(stats, "native_summary", None)
+        for name in ("native_summary", "native_stats", "native_all_finite"):  # every compiled kernel it calls
+            monkeypatch.setattr(stats, name, None)
     return request.param
 
 
@@ -222,3 +223,40 @@ def test_each_path_matches_the_definition(dtype, shape, poison):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an overflow inside the test must not reach the user as a warning
         assert count_nonfinite(a) == (want["nan"], want["inf"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_count_nonfinite_at_every_position_and_tail(dtype):
+    """NaN or ±Inf first, last, or in the tail past the kernel's lanes, at sizes around its lane counts: the
+    counts are numpy's own; finite values whose squares overflow (3e38 in float32) count as finite."""
+    rng = np.random.default_rng(1)
+    for n in (1, 15, 16, 31, 32, 33, 100, 4097, 70_001):
+        x = rng.standard_normal(n).astype(dtype)
+        assert count_nonfinite(x) == (0, 0)
+        for where in {0, n - 1, n // 2}:
+            for bad in (np.nan, np.inf, -np.inf):
+                y = x.copy()
+                y[where] = bad
+                assert count_nonfinite(y) == (int(np.isnan(y).sum()), int(np.isinf(y).sum())), (n, where, bad)
+    assert count_nonfinite(np.full(1000, np.finfo(dtype).max / 2, dtype=dtype)) == (0, 0)
+    assert count_nonfinite(np.ones((4, 6), dtype=dtype)[:, ::2]) == (0, 0)  # not contiguous: the numpy path
+    strided = np.ones((4, 6), dtype=dtype)
+    strided[1, 2] = np.nan
+    assert count_nonfinite(strided[:, ::2]) == (1, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_finite_summary_fields_match_numpy(dtype):
+    """The summary dict against numpy computed here in float64, at sizes with and without values."""
+    rng = np.random.default_rng(2)
+    for shape in [(1,), (16,), (17,), (3, 5), (128, 10), (300, 7)]:
+        x = rng.standard_normal(shape).astype(dtype)
+        s = tensor_stats(x, values_max_numel=16)
+        x64 = x.astype(np.float64)
+        assert s["shape"] == list(shape) and s["nan"] == s["inf"] == 0
+        assert s["norm"] == pytest.approx(float(np.sqrt((x64 * x64).sum())), rel=1e-6)
+        assert (s["min"], s["max"]) == (float(x.min()), float(x.max()))
+        if "mean" in s:
+            assert s["mean"] == pytest.approx(float(x64.mean()), rel=1e-5, abs=1e-7)
+        assert s.get("values") == (x.ravel().tolist() if x.size <= 16 else None)
+        assert all(type(v) is float for v in s.get("values", []))
