@@ -28,8 +28,9 @@ import importlib
 import os
 from typing import Any
 
-__all__ = ["add_measured", "add_row", "all_finite", "col2im_wide", "lstm_backward_step", "lstm_forward_step", "max_pool2d_forward",
-           "max_pool2d_scatter", "saved_entries", "sgd_plain", "stats", "sum_rows", "summary", "tanh_grad"]
+__all__ = ["add_measured", "add_row", "all_finite", "col2im_wide", "lstm_backward_step", "lstm_forward_step",
+           "max_pool2d_forward", "max_pool2d_scatter", "saved_entries", "sgd_plain", "stats", "sum_rows", "summary",
+           "tanh_grad"]
 
 summary: Any = None
 all_finite: Any = None
