@@ -107,6 +107,51 @@ def alternate(variants: dict, rounds: int, repeat: int, per_round: dict | None =
 
 
 # -- 1. engine overhead: deep_chain ---------------------------------------------------------------------------
+def paired(variants: dict, baseline: str, rounds: int, seconds: float,
+           warmup: float) -> dict[str, dict[str, list[float]]]:
+    """Every variant's block right beside a block of `baseline`, the pair's order random, the variants shuffled
+    round by round: drift then moves both blocks of a pair alike. A block runs steps for `warmup` seconds untimed
+    (a stream reaches its steady state: posts flowing at the sender's cadence, the server ingesting them), then
+    for `seconds` timed: the window then holds the server's ingest of about that many seconds of events, the
+    ones made before it standing in for the ones made inside it and stored after it. Per pair: the variant's time
+    per step over its neighbour's, by the windows' totals (the loop as a user times it: a step that a post or the
+    server's ingest slowed counts) and by their median steps. `variants`: {name: (setup, step, teardown)}.
+    Returns {variant: {"total": ratios, "median": ratios, "ms": median steps}}."""
+    rng = random.Random(1)
+    out: dict[str, dict[str, list[float]]] = {k: {"total": [], "median": [], "ms": []} for k in variants}
+
+    def block(name: str) -> tuple[float, float]:
+        setup, fn, teardown = variants[name]
+        setup()
+        try:
+            start = time.perf_counter()
+            while time.perf_counter() - start < warmup:
+                fn()
+            times = []
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            total = time.perf_counter() - start
+        finally:
+            teardown()
+        out[name]["ms"].append(1e3 * statistics.median(times))
+        return total / len(times), statistics.median(times)
+
+    others = [k for k in variants if k != baseline]
+    for _ in range(rounds):
+        rng.shuffle(others)
+        for name in others:
+            if rng.random() < 0.5:
+                base, mine = block(baseline), block(name)
+            else:
+                mine, base = block(name), block(baseline)
+            out[name]["total"].append(mine[0] / base[0])
+            out[name]["median"].append(mine[1] / base[1])
+    return out
+
+
 def deep_chain_inputs(n: int = 1000, seed: int = 0):
     rng = np.random.default_rng(seed)
     x = Tensor(rng.standard_normal(64).astype(np.float32))
@@ -270,7 +315,7 @@ class CpuSplit:
         return (process_cpu_s(self.server_pid) or 0.0) if self.server_pid is not None else 0.0
 
     def wrap(self, setup, fn, teardown):
-        """(setup, fn, teardown) for `alternate`, metered."""
+        """(setup, fn, teardown) for `alternate` or `paired`, metered (every step, warm-up ones too)."""
         def metered_setup():
             self._at = (self._sender_cpu(), self._server_cpu())
             setup()
@@ -293,11 +338,11 @@ class CpuSplit:
         return 1e3 * self.train_s / n, 1e3 * self.sender_s / n, 1e3 * self.server_s / n
 
 
-def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
-    """Each variant runs `repeat` steps per round (long enough for the stream's steady state: the sender flushes
-    every 100 ms), and after a streaming variant the benchmark waits, untimed, until the server has acknowledged
-    everything: otherwise the server's work on one variant's events lands in whichever variant runs next.
-    Two workloads: mlp_train as defined (nn modules, CrossEntropyLoss) and the same network in primitive ops."""
+def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
+    """Each variant runs for `warmup` + `seconds` per block beside an unattached block (`paired`): long
+    enough for the stream's steady state (the sender posts every second while no page watches the run, every
+    100 ms while one does). Two workloads: mlp_train as defined (nn modules, CrossEntropyLoss) and the same
+    network in primitive ops."""
     state = mlp_setup()
     workloads = {
         "mlp_train (nn.Sequential + CrossEntropyLoss, as bench_training)": mlp_train_step(),
@@ -332,13 +377,31 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
                 events.emitter._hooks.add_hook(run.hook)
             return go
 
+        in_flight = [0]  # posts sent and not yet answered (the batch has left the queue by then)
+        send = run.transport.send
+
+        def counted_send(*args):
+            in_flight[0] += 1
+            try:
+                return send(*args)
+            finally:
+                in_flight[0] -= 1
+
+        run.transport.send = counted_send
+
+        def flush():
+            # what the block queued, posted now (not at the sender's next turn, up to a second away) and answered:
+            # the next block starts with nothing of this one's left to ingest
+            deadline = time.monotonic() + 30
+            while (run.stats()["queued"] or in_flight[0]) and time.monotonic() < deadline:
+                run._last_send = 0.0  # the sender's cadence: as if its last post were long ago
+                run._wake.set()
+                time.sleep(0.001)
+
         def detach():
             events.emitter._hooks.remove_hook(run.hook)
-            deadline = time.monotonic() + 30
-            while run.stats()["queued"] and time.monotonic() < deadline:
-                run._wake.set()
-                time.sleep(0.005)
-            time.sleep(0.1)  # the last batch's round trip and commit
+            flush()
+            time.sleep(0.05)  # let the server finish the answered post's hand-off before the next block
 
         for title, step in workloads.items():
             def streamed(step=step):
@@ -346,7 +409,6 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
                     step()
                 counter["i"] += 1
 
-            rounds_ms: dict = {}
             variants = {
                 "unattached": (lambda: None, step, lambda: None),
                 "recording, null sink": (null_on, step, null_off),
@@ -355,15 +417,23 @@ def run_mlp(rounds: int = 15, repeat: int = 60) -> None:
                 "streaming, sample_every=10": (attach(10), streamed, detach),
             }
             meters = {k: CpuSplit(run._thread, server.get("pid")) for k in variants}
-            res = alternate({k: meters[k].wrap(*v) for k, v in variants.items()}, rounds, repeat, rounds_ms)
-            base = res["unattached"]
-            print(f"\n## {title}: 784-512-256-10, batch 128, SGD momentum; median ms per step")
-            print("   (overhead: of the medians; and the median of each round's ratio to that round's unattached step,")
-            print("    which drift on a shared machine affects less)")
-            for k, v in res.items():
-                ratios = [a / b for a, b in zip(rounds_ms[k], rounds_ms["unattached"], strict=True)]
-                per = 100 * (statistics.median(ratios) - 1)
-                print(f"  {k:26s} {v:8.2f} ms   {100 * (v / base - 1):+6.1f}%   per round {per:+6.1f}%")
+            res = paired({k: meters[k].wrap(*v) for k, v in variants.items()}, "unattached", rounds, seconds,
+                         warmup)
+            print(f"\n## {title}: 784-512-256-10, batch 128, SGD momentum")
+            print(f"   ({rounds} pairs per variant of {seconds:g} s windows after {warmup:g} s untimed, each beside "
+                  "an unattached block; overhead = median over the pairs of the variant's time per step over its "
+                  "neighbour's, by the windows' totals and by their median steps)")
+            print(f"  {'':28s} median step   overhead (total)   (median step)   pairs' IQR (total)")
+            for k, r in res.items():
+                ms = statistics.median(r["ms"])
+                if k == "unattached":
+                    print(f"  {k:28s} {ms:7.2f} ms")
+                    continue
+                tot = sorted(r["total"])
+                q1, q3 = tot[len(tot) // 4], tot[(3 * len(tot)) // 4]
+                print(f"  {k:28s} {ms:7.2f} ms   {100 * (statistics.median(tot) - 1):+8.1f}%   "
+                      f"{100 * (statistics.median(r['median']) - 1):+12.1f}%   "
+                      f"{100 * (q1 - 1):+6.1f}% .. {100 * (q3 - 1):+.1f}%")
             # the threads of the training process and the server all share the machine's cores: their CPU per
             # step is what streaming takes from training when the cores are busy (the BLAS threads' too)
             print("   CPU per step (training thread | sender thread | server process), ms; vs unattached's training "

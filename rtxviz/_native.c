@@ -52,6 +52,11 @@
 /* Below this many elements the GIL stays held: a call takes a few microseconds, and releasing it would invite
    another thread (the event sender) to take the GIL that the training thread needs again right after. */
 #define RELEASE_GIL_FROM 32768
+/* The watched run's own passes (summary, stats, add_measured) keep the GIL far longer: they run on the training
+   thread between its numpy calls, and the one other Python thread there is the event sender. A release hands
+   it the GIL, and the training thread waits for it back: the release pays only when the pass is long enough
+   for another thread to do real work meanwhile (4M elements: a few milliseconds). */
+#define WATCH_RELEASE_GIL_FROM (1 << 22)
 
 /* AVX-512 or AVX2+FMA where the CPU has them (picked at load time through an ifunc, so glibc only), the
    baseline elsewhere. */
@@ -253,7 +258,7 @@ static PyObject *summary(PyObject *self, PyObject *arg) {
     }
     double out[4];
     Py_ssize_t n = view.len / view.itemsize;
-    PyThreadState *saved = n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+    PyThreadState *saved = n >= WATCH_RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
     if (kind == 1)
         summary_f32((const float *)view.buf, n, out);
     else
@@ -290,7 +295,7 @@ static PyObject *stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_ssize_t n = view.len / view.itemsize;
     double out[4];
     if (n > 0) {
-        PyThreadState *saved = n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+        PyThreadState *saved = n >= WATCH_RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
         if (kind == 1)
             summary_f32((const float *)view.buf, n, out);
         else
@@ -391,7 +396,7 @@ static PyObject *add_measured(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     double out[2];
     Py_ssize_t n = p.len / p.itemsize;
-    PyThreadState *saved = n >= RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
+    PyThreadState *saved = n >= WATCH_RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
     if (kind == 1)
         add_measured_f32((float *)p.buf, (const float *)u.buf, n, out);
     else
