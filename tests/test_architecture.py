@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.data": {"rtxviz.engine"},
     "rtxviz.conformance": {"rtxviz.engine"},
     "rtxviz.debug": {"rtxviz.engine", "rtxviz.summary"},
-    "rtxviz.events": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz._version"},
+    "rtxviz.events": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz._version", "rtxviz.accel"},
     "rtxviz.render": {"rtxviz.engine", "rtxviz.summary"},
     "rtxviz.store": {"rtxviz.schema"},
     "rtxviz.export": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz.store", "rtxviz.render"},
