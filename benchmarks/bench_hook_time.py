@@ -40,37 +40,21 @@ if _THREADS is None:
 elif _THREADS != "default":
     os.environ["OPENBLAS_NUM_THREADS"] = _THREADS
 
-import numpy as np  # noqa: E402  (after the thread count is set)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rtxviz import Tensor, events, nn  # noqa: E402
+from bench_events import mlp_train_step  # noqa: E402  (the workload as bench_events.py mlp runs it)
+
+from rtxviz import events  # noqa: E402
 from rtxviz.events import hook as hook_module  # noqa: E402
 from rtxviz.events.hook import EventHook  # noqa: E402
-from rtxviz.optim import SGD  # noqa: E402
 from rtxviz.summary import stats as stats_module  # noqa: E402
 
 ENTRY_POINTS = ("forward_postprocess", "backward_begin", "backward_postprocess", "leaf_grad", "backward_end", "event")
 #: (module, name) of each compiled builder the "python" variant switches off
 COMPILED = ((stats_module, "native_stats"), (stats_module, "native_all_finite"),
             (hook_module, "_native_saved_entries"))
-
-
-def mlp_train_step():
-    """mlp_train as bench_events.py has it: nn.Sequential 784-512-256-10, CrossEntropyLoss, SGD momentum 0.9."""
-    rng = np.random.default_rng(0)
-    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
-    opt = SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = Tensor(rng.standard_normal((128, 784)).astype(np.float32))
-    y = Tensor(rng.integers(0, 10, 128))
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step() -> None:
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
-
-    return step
 
 
 def main(rounds: int, steps: int) -> None:

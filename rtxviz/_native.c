@@ -248,22 +248,31 @@ static int float_kind(const Py_buffer *view, const char *who) {
     return kind;
 }
 
-static PyObject *summary(PyObject *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    int kind = float_kind(&view, "summary");
-    if (!kind) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    double out[4];
-    Py_ssize_t n = view.len / view.itemsize;
+/* `obj`'s buffer into `view` when it is C-contiguous float32/float64: its kind (1, 2), else 0 with the
+   exception set and nothing held */
+static int take_floats(PyObject *obj, Py_buffer *view, const char *who) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return 0;
+    int kind = float_kind(view, who);
+    if (!kind) PyBuffer_Release(view);
+    return kind;
+}
+
+/* summary_<T> of n elements of `view` by its kind; the GIL released only for a very long pass */
+static void summarise(const Py_buffer *view, int kind, Py_ssize_t n, double out[4]) {
     PyThreadState *saved = n >= WATCH_RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
     if (kind == 1)
-        summary_f32((const float *)view.buf, n, out);
+        summary_f32((const float *)view->buf, n, out);
     else
-        summary_f64((const double *)view.buf, n, out);
+        summary_f64((const double *)view->buf, n, out);
     if (saved) PyEval_RestoreThread(saved);
+}
+
+static PyObject *summary(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    int kind = take_floats(arg, &view, "summary");
+    if (!kind) return NULL;
+    double out[4];
+    summarise(&view, kind, view.len / view.itemsize, out);
     PyBuffer_Release(&view);
     return Py_BuildValue("(dddd)", out[0], out[1], out[2], out[3]);
 }
@@ -286,22 +295,11 @@ static PyObject *stats(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_ssize_t values_max = PyLong_AsSsize_t(args[1]);
     if (values_max == -1 && PyErr_Occurred()) return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    int kind = float_kind(&view, "stats");
-    if (!kind) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
+    int kind = take_floats(args[0], &view, "stats");
+    if (!kind) return NULL;
     Py_ssize_t n = view.len / view.itemsize;
     double out[4];
-    if (n > 0) {
-        PyThreadState *saved = n >= WATCH_RELEASE_GIL_FROM ? PyEval_SaveThread() : NULL;
-        if (kind == 1)
-            summary_f32((const float *)view.buf, n, out);
-        else
-            summary_f64((const double *)view.buf, n, out);
-        if (saved) PyEval_RestoreThread(saved);
-    }
+    if (n > 0) summarise(&view, kind, n, out);
     if (n == 0 || !isfinite(out[0])) { /* empty, or NaN/Inf may be present: the caller's general path */
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
@@ -349,12 +347,8 @@ fail:
 
 static PyObject *all_finite(PyObject *self, PyObject *arg) {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    int kind = float_kind(&view, "all_finite");
-    if (!kind) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
+    int kind = take_floats(arg, &view, "all_finite");
+    if (!kind) return NULL;
     Py_ssize_t n = view.len / view.itemsize;
     /* the GIL stays held: a forward output's check takes microseconds, and the training thread needs it next */
     int ok = kind == 1 ? finite_f32((const float *)view.buf, n) : finite_f64((const double *)view.buf, n);

@@ -16,16 +16,14 @@ from rtxviz.engine.ops.nn_conv import conv2d
 from rtxviz.engine.ops.nn_norm import dropout
 from rtxviz.events import EventHook, validate_event
 from rtxviz.events import hook as hook_module
+from tests.native import need_native
 
 
 @pytest.fixture(params=["compiled", "python"])
 def saved_path(request, monkeypatch):
     """Each test once through the compiled `saved_entries` and once through the Python loop it replaces."""
     if request.param == "compiled":
-        if accel.saved_entries is None:
-            if os.environ.get("RTXVIZ_REQUIRE_NATIVE") == "1":
-                pytest.fail("rtxviz._native was not built (RTXVIZ_REQUIRE_NATIVE=1)")
-            pytest.skip("rtxviz._native not built")
+        need_native(accel.saved_entries is not None)
     else:
         monkeypatch.setattr(hook_module, "_native_saved_entries", None)
     return request.param

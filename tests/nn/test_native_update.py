@@ -15,6 +15,7 @@ from rtxviz import Tensor, Variable
 from rtxviz.accel import add_measured
 from rtxviz.optim import SGD, Adam, AdamW, RMSprop
 from rtxviz.optim import optimizer as optimizer_module
+from tests.native import need_native
 
 needs_native = pytest.mark.skipif(
     add_measured is None and os.environ.get("RTXVIZ_REQUIRE_NATIVE") != "1",
@@ -83,10 +84,7 @@ def _train(opt_name, dtype, watch, steps=4):
 @pytest.fixture(params=["native", "numpy"])
 def update_path(request, monkeypatch):
     if request.param == "native":
-        if add_measured is None:
-            if os.environ.get("RTXVIZ_REQUIRE_NATIVE") == "1":
-                pytest.fail("rtxviz._native is not built")
-            pytest.skip("rtxviz._native is not built")
+        need_native(add_measured is not None)
     else:
         monkeypatch.setattr(optimizer_module, "_add_measured", None)
     return request.param
