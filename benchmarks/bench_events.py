@@ -29,6 +29,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -350,7 +351,17 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
     }
     counter = {"i": 0}
     server: dict = {}
-    with tempfile.TemporaryDirectory() as tmp, server_process(str(Path(tmp) / "mlp.db"), cpu=server) as url:
+    # RTXVIZ_BENCH_SERVER_NICE=N: one more variant, streaming every step to a second server started with --nice N
+    # (the first has rtxviz serve's default); RTXVIZ_BENCH_MLP_ONLY=1: the first workload only (mlp_train)
+    other_nice = os.environ.get("RTXVIZ_BENCH_SERVER_NICE")
+    if os.environ.get("RTXVIZ_BENCH_MLP_ONLY") == "1":
+        workloads = dict(list(workloads.items())[:1])
+    other: dict = {}
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        url = stack.enter_context(server_process(str(Path(tmp) / "mlp.db"), cpu=server))
+        other_url = None if other_nice is None else stack.enter_context(
+            server_process(str(Path(tmp) / "other.db"), nice=int(other_nice), cpu=other))
         run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000)
         run.start()
         run.close_timeout = 30
@@ -403,6 +414,21 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
             flush()
             time.sleep(0.05)  # let the server finish the answered post's hand-off before the next block
 
+        home = (run.transport.host, run.transport.port)
+
+        def post_to(address):
+            run.transport.close()  # the next post opens a connection to `address`
+            run.transport.host, run.transport.port = address
+
+        def attach_other():
+            parts = urllib.parse.urlsplit(other_url)
+            post_to((parts.hostname, parts.port))
+            attach(1)()
+
+        def detach_other():
+            detach()
+            post_to(home)
+
         for title, step in workloads.items():
             def streamed(step=step):
                 with run.step(counter["i"]):
@@ -416,7 +442,10 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
                 "streaming, posts as watched": (attach(1, 0.1), streamed, detach),
                 "streaming, sample_every=10": (attach(10), streamed, detach),
             }
-            meters = {k: CpuSplit(run._thread, server.get("pid")) for k in variants}
+            if other_url is not None:
+                variants[f"streaming, server --nice {other_nice}"] = (attach_other, streamed, detach_other)
+            meters = {k: CpuSplit(run._thread, (other if k.endswith(f"--nice {other_nice}") else server).get("pid"))
+                      for k in variants}
             res = paired({k: meters[k].wrap(*v) for k, v in variants.items()}, "unattached", rounds, seconds,
                          warmup)
             print(f"\n## {title}: 784-512-256-10, batch 128, SGD momentum")
@@ -446,9 +475,11 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
                       f"{100 * (train / base_cpu - 1):+6.1f}%, all {100 * (every / base_cpu - 1):+6.1f}%")
         run.close()
         st = run.stats()
-        with urllib.request.urlopen(f"{url}/api/runs/{run.id}") as r:
-            stored = json.loads(r.read())["n_events"]
-    print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server {stored}")
+        stored = 0
+        for where in (url, other_url) if other_url is not None else (url,):
+            with urllib.request.urlopen(f"{where}/api/runs/{run.id}") as r:
+                stored += json.loads(r.read())["n_events"]
+    print(f"  events sent {st['sent']}, dropped {st['dropped']}, stored by the server(s) {stored}")
 
 
 # -- 3. the server: ingest from 4 producers, 3 WebSocket consumers ------------------------------------------
