@@ -185,8 +185,9 @@ def compare(workloads: dict[str, dict[str, Any]], argv: list[str] | None = None)
     ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--torch-python", default=DEFAULT_TORCH_PYTHON)
     ap.add_argument("--dezero-python", default=DEFAULT_TORCH_PYTHON, help="a python with dezero 0.0.13")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="BLAS / intra-op threads for every engine (default: each engine's own default)")
+    ap.add_argument("--threads", type=lambda v: None if v == "default" else int(v), default=None,
+                    help="BLAS / intra-op threads for every engine: N, or 'default' (each engine's own, also when "
+                         "not given)")
     ap.add_argument("--json", default="", help="write the results to this file")
     args = ap.parse_args(argv)
     names = [n for n in workloads if not args.only or n in args.only.split(",")]
@@ -250,15 +251,18 @@ def blas_threads_from_argv(argv: list[str]) -> int | None:
     (1, '1')
     >>> blas_threads_from_argv(["--rounds", "3"]) is None
     True
+    >>> blas_threads_from_argv(["--threads", "default"]) is None
+    True
     >>> for k, v in saved.items():
     ...     _ = os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     """
     n = None
     for i, a in enumerate(argv):
-        if a == "--threads" and i + 1 < len(argv):
-            n = int(argv[i + 1])
-        elif a.startswith("--threads="):
-            n = int(a.split("=", 1)[1])
+        value = argv[i + 1] if a == "--threads" and i + 1 < len(argv) else \
+            a.split("=", 1)[1] if a.startswith("--threads=") else None
+        if value is not None:
+            # "default": what a user gets (the environment's, else each library's own), as bench_events.py says it
+            n = None if value == "default" else int(value)
     if n is not None:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(n)
