@@ -247,9 +247,9 @@ class EventHook(EngineHook):
         earlier node's) that reads the same buffer, so that totals can count a buffer once.
 
         It runs once per recorded op, so it reads the node's fields in `saved_tensors`' order itself (no list of
-        tuples in between), follows `.base` only for views, and names dtypes from the module's cache. The compiled
-        `saved_entries` builds the same list in one call where it was built (tests/events/test_saved_tensors.py
-        compares the two)."""
+        tuples in between), follows `.base` only for views, and names dtypes from the module's cache. With the compiled
+        module, `saved_entries` builds the same list in one call (tests/events/test_saved_tensors.py compares the
+        two)."""
         if _native_saved_entries is not None:
             state = node.state
             return _native_saved_entries(node.id, node.inputs, node.out_data,

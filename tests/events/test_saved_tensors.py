@@ -131,7 +131,7 @@ def test_old_node_events_without_saved_stay_valid():
                     reason="rtxviz._native not built")
 def test_the_compiled_entries_are_the_python_loops_dicts():
     """Both builders on the same nodes, each with an alias table of its own: equal lists, equal tables (views of
-    views, float32 and float64, a state tuple with a non-array in it, a buffer saved by two nodes)."""
+    views, float32 and float64, conv2d's columns kept as its state, a buffer saved by two nodes)."""
     base = np.arange(24.0).reshape(4, 6)
     x = Variable.from_tensor(Tensor(base[1:, ::2]), requires_grad=True, name="x")  # a strided view
     w = var([3, 2], "w", 5)
