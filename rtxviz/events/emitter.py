@@ -101,15 +101,23 @@ def viewers_of(answer: bytes) -> int | None:
 
 
 class HttpTransport:
-    """POSTs NDJSON batches with the stdlib's http.client over one keep-alive connection."""
+    """POSTs NDJSON batches with the stdlib's http.client over one keep-alive connection.
 
-    def __init__(self, url: str, token: str | None = None, timeout: float = 2.0) -> None:
+    timeout: for connecting and sending. answer_timeout: how long a post that reached the server waits for its
+    answer (never less than `timeout`). The server stores a batch before it answers, so a post given up on while
+    the server works on it is stored yet counted dropped: a server on the training machine, starved of CPU by the
+    loop beside it, answers late, not never (issue 21). Only a server silent for `answer_timeout` is given up on.
+    """
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 2.0,
+                 answer_timeout: float = 30.0) -> None:
         parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
         if parts.scheme not in ("http", "https"):
             raise ValueError(f"watch: unsupported URL scheme {parts.scheme!r} in {url!r}; use http:// or https://")
         self.scheme, self.host, self.port = parts.scheme, parts.hostname or "127.0.0.1", parts.port
         self.base = parts.path.rstrip("/")
         self.timeout = timeout
+        self.answer_timeout = max(float(answer_timeout), float(timeout))
         self.headers = {"Content-Type": "application/x-ndjson"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
@@ -129,7 +137,7 @@ class HttpTransport:
         conn = self._connection()
         try:
             conn.request("POST", path, body=body, headers=self.headers)
-            resp = conn.getresponse()
+            resp = self._answer(conn)
             detail = resp.read()
         except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
             self.close()
@@ -140,7 +148,7 @@ class HttpTransport:
             conn = self._connection()
             try:
                 conn.request("POST", path, body=body, headers=self.headers)
-                resp = conn.getresponse()
+                resp = self._answer(conn)
                 detail = resp.read()
             except Exception:
                 self.close()
@@ -153,6 +161,16 @@ class HttpTransport:
             stored = stored_before_failure(detail) if resp.status in (503, 507) else 0
             raise PartlyStored(message, stored) if stored else RuntimeError(message)
         return viewers_of(detail)
+
+    def _answer(self, conn: http.client.HTTPConnection) -> http.client.HTTPResponse:
+        """The response to the request just sent, waited for up to `answer_timeout`."""
+        if conn.sock is not None:
+            conn.sock.settimeout(self.answer_timeout)
+        try:
+            return conn.getresponse()
+        finally:
+            if conn.sock is not None:
+                conn.sock.settimeout(self.timeout)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -466,6 +484,7 @@ def watch(url: str | None = None, run_name: str | None = None, sample_every: int
     token: sent as a bearer token; default: RTXVIZ_TOKEN. sample_every: record every k-th `step()`.
     max_queue: events held in memory at most (beyond that they are dropped and counted).
     values_max_numel: tensors with at most this many elements carry their values.
+    timeout, answer_timeout: the HTTP transport's (`HttpTransport`: 2 s to connect and send, 30 s for an answer).
     Other options go to `Run` (batch_size, flush_interval, idle_flush_interval, close_timeout, run_id).
 
     >>> with watch("http://127.0.0.1:9", run_name="mlp", close_timeout=0.1) as run:
@@ -478,7 +497,8 @@ def watch(url: str | None = None, run_name: str | None = None, sample_every: int
             raise ValueError("watch: no server URL; pass url='http://127.0.0.1:8000' or set RTXVIZ_SERVER "
                              "(start a server with `rtxviz serve`)")
         transport = HttpTransport(url, token or os.environ.get("RTXVIZ_TOKEN"),
-                                  timeout=float(options.pop("timeout", 2.0)))
+                                  timeout=float(options.pop("timeout", 2.0)),
+                                  answer_timeout=float(options.pop("answer_timeout", 30.0)))
     return Run(transport, run_name=run_name, sample_every=sample_every, max_queue=max_queue,
                values_max_numel=values_max_numel, meta=meta, **options)
 
