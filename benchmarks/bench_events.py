@@ -351,17 +351,24 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
     }
     counter = {"i": 0}
     server: dict = {}
-    # RTXVIZ_BENCH_SERVER_NICE=N: one more variant, streaming every step to a second server started with --nice N
-    # (the first has rtxviz serve's default); RTXVIZ_BENCH_MLP_ONLY=1: the first workload only (mlp_train)
-    other_nice = os.environ.get("RTXVIZ_BENCH_SERVER_NICE")
+    # RTXVIZ_BENCH_OTHER_SERVER="ARGS": one more variant, streaming every step to a second server started with
+    # those options of rtxviz serve (e.g. "--ingest-priority normal"; the first has rtxviz serve's defaults);
+    # RTXVIZ_BENCH_SERVER_NICE=N is short for "--nice N". RTXVIZ_BENCH_SERVER_ARGS="ARGS": the first server's
+    # options. RTXVIZ_BENCH_MLP_ONLY=1: the first workload only. RTXVIZ_BENCH_STREAM_ONLY=1: only the variants that
+    # stream every step, one per server (the two servers then take the same load: a fair A/B of their options)
+    other_args = os.environ.get("RTXVIZ_BENCH_OTHER_SERVER")
+    if other_args is None and os.environ.get("RTXVIZ_BENCH_SERVER_NICE") is not None:
+        other_args = f"--nice {os.environ['RTXVIZ_BENCH_SERVER_NICE']}"
+    other_title = None if other_args is None else f"streaming, server {other_args}"
     if os.environ.get("RTXVIZ_BENCH_MLP_ONLY") == "1":
         workloads = dict(list(workloads.items())[:1])
     other: dict = {}
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
-        url = stack.enter_context(server_process(str(Path(tmp) / "mlp.db"), cpu=server))
-        other_url = None if other_nice is None else stack.enter_context(
-            server_process(str(Path(tmp) / "other.db"), nice=int(other_nice), cpu=other))
+        url = stack.enter_context(server_process(str(Path(tmp) / "mlp.db"), cpu=server,
+                                                 args=os.environ.get("RTXVIZ_BENCH_SERVER_ARGS", "").split()))
+        other_url = None if other_args is None else stack.enter_context(
+            server_process(str(Path(tmp) / "other.db"), cpu=other, args=other_args.split()))
         run = events.watch(url, run_name="bench-mlp", max_queue=1_000_000)
         run.start()
         run.close_timeout = 30
@@ -443,8 +450,11 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
                 "streaming, sample_every=10": (attach(10), streamed, detach),
             }
             if other_url is not None:
-                variants[f"streaming, server --nice {other_nice}"] = (attach_other, streamed, detach_other)
-            meters = {k: CpuSplit(run._thread, (other if k.endswith(f"--nice {other_nice}") else server).get("pid"))
+                variants[other_title] = (attach_other, streamed, detach_other)
+            if os.environ.get("RTXVIZ_BENCH_STREAM_ONLY") == "1":
+                variants = {k: v for k, v in variants.items()
+                            if k in ("unattached", "streaming (every step)", other_title)}
+            meters = {k: CpuSplit(run._thread, (other if k == other_title else server).get("pid"))
                       for k in variants}
             res = paired({k: meters[k].wrap(*v) for k, v in variants.items()}, "unattached", rounds, seconds,
                          warmup)
