@@ -454,6 +454,17 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
             if os.environ.get("RTXVIZ_BENCH_STREAM_ONLY") == "1":
                 variants = {k: v for k, v in variants.items()
                             if k in ("unattached", "streaming (every step)", other_title)}
+            # the events still queued in this process when a window ends (before the untimed drain): a server
+            # that falls behind during the windows and catches up between them shows here, not in the times
+            backlog: dict[str, list[int]] = {}
+
+            def noting(k, teardown, backlog=backlog):
+                def noted():
+                    backlog.setdefault(k, []).append(len(run._q) + len(run._ready))
+                    teardown()
+                return noted
+
+            variants = {k: (su, fn, noting(k, td)) for k, (su, fn, td) in variants.items()}
             meters = {k: CpuSplit(run._thread, (other if k == other_title else server).get("pid"))
                       for k in variants}
             res = paired({k: meters[k].wrap(*v) for k, v in variants.items()}, "unattached", rounds, seconds,
@@ -462,7 +473,7 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
             print(f"   ({rounds} pairs per variant of {seconds:g} s windows after {warmup:g} s untimed, each beside "
                   "an unattached block; overhead = median over the pairs of the variant's time per step over its "
                   "neighbour's, by the windows' totals and by their median steps)")
-            print(f"  {'':28s} median step   overhead (total)   (median step)   pairs' IQR (total)")
+            print(f"  {'':28s} median step   overhead (total)   (median step)   pairs' IQR (total)   queued at end")
             for k, r in res.items():
                 ms = statistics.median(r["ms"])
                 if k == "unattached":
@@ -472,7 +483,8 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
                 q1, q3 = tot[len(tot) // 4], tot[(3 * len(tot)) // 4]
                 print(f"  {k:28s} {ms:7.2f} ms   {100 * (statistics.median(tot) - 1):+8.1f}%   "
                       f"{100 * (statistics.median(r['median']) - 1):+12.1f}%   "
-                      f"{100 * (q1 - 1):+6.1f}% .. {100 * (q3 - 1):+.1f}%")
+                      f"{100 * (q1 - 1):+6.1f}% .. {100 * (q3 - 1):+.1f}%   "
+                      f"{statistics.median(backlog.get(k, [0])):10.0f}")
             # the threads of the training process and the server all share the machine's cores: their CPU per
             # step is what streaming takes from training when the cores are busy (the BLAS threads' too)
             print("   CPU per step (training thread | sender thread | server process), ms; vs unattached's training "

@@ -85,13 +85,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_report_header() -> str:
     return f"rtxviz test device: {TEST_DEVICE}"
-
-
-@pytest.fixture(autouse=True)
-def _runner_keeps_its_scheduling_policy():
-    """`rtxviz serve` puts its process under SCHED_IDLE (cli/serve.py `run_when_idle`): a test that serves in this
-    process must pass ``--policy normal``, or every later test (and its subprocesses) would run idle."""
-    yield
-    if hasattr(os, "SCHED_IDLE") and os.sched_getscheduler(0) == os.SCHED_IDLE:
-        pytest.fail("this test left the test runner under SCHED_IDLE (an in-process `rtxviz serve` without "
-                    "--policy normal)")

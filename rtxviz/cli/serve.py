@@ -28,43 +28,6 @@ if TYPE_CHECKING:  # uvicorn is imported when a server starts, not for every `rt
 #: that building the parser imports no server code).
 DEFAULT_REQUEST_TIMEOUT = 30.0
 
-#: The scheduling policies `rtxviz serve --policy` offers.
-POLICIES = ("idle", "normal")
-
-
-def idle_policy_supported() -> bool:
-    """Whether this system has the SCHED_IDLE policy (Linux)."""
-    return hasattr(os, "SCHED_IDLE") and hasattr(os, "sched_setscheduler")
-
-
-def run_when_idle() -> bool:
-    """Put every thread of this process (and the threads and processes it starts later, which inherit it) under
-    Linux's SCHED_IDLE policy; False where the system has no such policy or forbids it.
-
-    Why: `rtxviz serve` usually runs on the machine that trains, and its ingest (~0.3 ms of CPU for every streamed
-    mlp_train step) competes with the training for the cores. A nice value is not enough on two cores: numpy's
-    OpenBLAS keeps its second thread busy between matrix products, and whenever the server holds that thread's
-    core the next product waits for it. Under SCHED_IDLE the kernel hands the core back the moment a thread of
-    normal priority wants it. Measured (benchmarks/bench_events.py mlp, mlp_train streaming every step, two cores,
-    the two servers in one run): +5.0% and +12.6% over the unwatched loop against +21.8% and +24.4% at nice 10.
-    The price, on a machine that the training keeps busy: the server answers late (the sender waits up to 30 s
-    for an answer, so nothing is counted lost for it) and a page lags (benchmarks/bench_live_lag.py).
-    """
-    if not idle_policy_supported():
-        return False
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tids = [0]
-    done = False
-    for tid in tids:  # pid 0 would be the calling thread only: any thread started already changes too
-        try:
-            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-            done = True
-        except OSError:  # a sandbox that forbids it, or a thread that just ended
-            pass
-    return done
-
 
 def is_loopback(host: str) -> bool:
     """True for 127.0.0.0/8, ::1 and 'localhost'.
@@ -208,10 +171,6 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nice", type=int, default=10, metavar="N",
                    help="lower the server's CPU priority by N (default 10; 0 keeps it; POSIX): on a machine that "
                         "also trains, the training loop gets the cores first and the server takes what is idle")
-    p.add_argument("--policy", choices=POLICIES, default="idle", metavar="P",
-                   help="idle (default; Linux): run only in CPU time no normal-priority thread wants, which on a "
-                        "machine that trains gives the training the cores the moment it needs them (--nice alone "
-                        "does not, on two cores); normal: the usual policy, at --nice")
 
 
 @command("serve", "run the viewer server (events in, runs stored, live WebSocket streams)", _serve_args)
@@ -275,8 +234,6 @@ def serve(args: argparse.Namespace) -> int:
 
     # last before serving: everything made so far is frozen (workers forked after this inherit it)
     tune_gc_for_serving()
-    if args.policy == "idle":  # after every check that may refuse to serve: a refusal leaves the caller as it was
-        run_when_idle()  # the nice value stays too, for a system without SCHED_IDLE (workers inherit both)
     if args.workers > 1:
         from .workers import run_workers
 
