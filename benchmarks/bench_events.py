@@ -343,7 +343,9 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
     """Each variant runs for `warmup` + `seconds` per block beside an unattached block (`paired`): long
     enough for the stream's steady state (the sender posts every second while no page watches the run, every
     100 ms while one does). Two workloads: mlp_train as defined (nn modules, CrossEntropyLoss) and the same
-    network in primitive ops."""
+    network in primitive ops. RTXVIZ_BENCH_PAIRS=N: N pairs per variant instead of `rounds` (this machine's pairs
+    spread 5-25 points: more pairs, a steadier median)."""
+    rounds = int(os.environ.get("RTXVIZ_BENCH_PAIRS", rounds))
     state = mlp_setup()
     workloads = {
         "mlp_train (nn.Sequential + CrossEntropyLoss, as bench_training)": mlp_train_step(),
