@@ -354,7 +354,7 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
     counter = {"i": 0}
     server: dict = {}
     # RTXVIZ_BENCH_OTHER_SERVER="ARGS": one more variant, streaming every step to a second server started with
-    # those options of rtxviz serve (e.g. "--ingest-priority normal"; the first has rtxviz serve's defaults);
+    # those options of rtxviz serve (e.g. "--nice 0"; the first has rtxviz serve's defaults);
     # RTXVIZ_BENCH_SERVER_NICE=N is short for "--nice N". RTXVIZ_BENCH_SERVER_ARGS="ARGS": the first server's
     # options. RTXVIZ_BENCH_MLP_ONLY=1: the first workload only. RTXVIZ_BENCH_STREAM_ONLY=1: only the variants that
     # stream every step, one per server (the two servers then take the same load: a fair A/B of their options)
