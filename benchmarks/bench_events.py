@@ -462,7 +462,7 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
 
             def noting(k, teardown, backlog=backlog):
                 def noted():
-                    backlog.setdefault(k, []).append(len(run._q) + len(run._ready))
+                    backlog.setdefault(k, []).append(run.stats()["queued"])
                     teardown()
                 return noted
 

@@ -53,10 +53,9 @@ import rtxviz.events as events  # noqa: E402
 VIEWER = r"""
 import json, sys, time
 from websockets.sync.client import connect
-lags, messages = [], 0
+lags = []
 with connect(sys.argv[1], max_size=None) as ws:
     print("ready", flush=True)
-    end = None
     while True:
         try:
             m = ws.recv(timeout=float(sys.argv[2]))
@@ -65,9 +64,8 @@ with connect(sys.argv[1], max_size=None) as ws:
         now = time.time()
         m = json.loads(m)
         if m.get("type") == "events":  # live batches and the replays a viewer that fell behind is sent
-            messages += 1
             lags.extend(round(now - e["t"], 4) for e in m["events"] if isinstance(e.get("t"), float))
-print(json.dumps([messages, lags]), flush=True)
+print(json.dumps(lags), flush=True)
 """
 
 
@@ -92,13 +90,13 @@ def one(args: str, seconds: float, step) -> dict[str, Any]:
             times.append(time.perf_counter() - t0)
             i += 1
             if i % 20 == 0:
-                backlog = max(backlog, len(run._q))
+                backlog = max(backlog, run.stats()["queued"])
         run.close()
-        messages, lags = json.loads(viewer.stdout.readline())
+        lags = json.loads(viewer.stdout.readline())
         viewer.wait(30)
         stats = run.stats()
     return {"step_ms": 1e3 * statistics.median(times), "mean_step_ms": 1e3 * seconds / max(i, 1), "lags": lags,
-            "messages": messages, "backlog": backlog, "sent": stats["sent"], "dropped": stats["dropped"]}
+            "backlog": backlog, "sent": stats["sent"], "dropped": stats["dropped"]}
 
 
 def main() -> int:
