@@ -456,6 +456,10 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
             if os.environ.get("RTXVIZ_BENCH_STREAM_ONLY") == "1":
                 variants = {k: v for k, v in variants.items()
                             if k in ("unattached", "streaming (every step)", other_title)}
+            chosen = os.environ.get("RTXVIZ_BENCH_VARIANTS")  # e.g. "sample_every=10;null sink": substrings, ';'
+            if chosen:
+                keep = [c.strip() for c in chosen.split(";") if c.strip()]
+                variants = {k: v for k, v in variants.items() if k == "unattached" or any(c in k for c in keep)}
             # the events still queued in this process when a window ends (before the untimed drain): a server
             # that falls behind during the windows and catches up between them shows here, not in the times
             backlog: dict[str, list[int]] = {}
