@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import math
 import multiprocessing as mp
 import os
 import random
@@ -152,6 +153,28 @@ def paired(variants: dict, baseline: str, rounds: int, seconds: float,
             out[name]["median"].append(mine[1] / base[1])
     return out
 
+
+
+def overhead_summary(r: dict[str, list[float]]) -> tuple[float, float, float, float, float]:
+    """One `paired` variant's result as (median step ms, median total ratio, median median-step ratio, the total
+    ratios' first and third quartiles): what each benchmark prints per variant (the baseline, which has no ratios,
+    gets NaN for them)."""
+    tot = sorted(r["total"])
+    if not tot:
+        return statistics.median(r["ms"]), math.nan, math.nan, math.nan, math.nan
+    return (statistics.median(r["ms"]), statistics.median(tot), statistics.median(r["median"]),
+            tot[len(tot) // 4], tot[(3 * len(tot)) // 4])
+
+
+def flush_run(run, in_flight: list[int] | None = None, timeout: float = 30.0) -> None:
+    """Post what `run` has queued now (not at the sender's next turn, up to a second away) and wait until it is
+    answered (`in_flight[0]`: posts sent and not answered, when the caller counts them): the next window starts
+    with nothing of this one's left to ingest."""
+    deadline = time.monotonic() + timeout
+    while (run.stats()["queued"] or (in_flight and in_flight[0])) and time.monotonic() < deadline:
+        run._last_send = 0.0  # the sender's cadence: as if its last post were long ago
+        run._wake.set()
+        time.sleep(0.001)
 
 def deep_chain_inputs(n: int = 1000, seed: int = 0):
     rng = np.random.default_rng(seed)
@@ -409,18 +432,9 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
 
         run.transport.send = counted_send
 
-        def flush():
-            # what the block queued, posted now (not at the sender's next turn, up to a second away) and answered:
-            # the next block starts with nothing of this one's left to ingest
-            deadline = time.monotonic() + 30
-            while (run.stats()["queued"] or in_flight[0]) and time.monotonic() < deadline:
-                run._last_send = 0.0  # the sender's cadence: as if its last post were long ago
-                run._wake.set()
-                time.sleep(0.001)
-
         def detach():
             events.emitter._hooks.remove_hook(run.hook)
-            flush()
+            flush_run(run, in_flight)
             time.sleep(0.05)  # let the server finish the answered post's hand-off before the next block
 
         home = (run.transport.host, run.transport.port)
@@ -453,10 +467,11 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
             }
             if other_url is not None:
                 variants[other_title] = (attach_other, streamed, detach_other)
+            # RTXVIZ_BENCH_VARIANTS="a;b": only the variants whose names contain a or b (and the baseline);
+            # RTXVIZ_BENCH_STREAM_ONLY=1 is short for the ones that stream every step, one per server
+            chosen = os.environ.get("RTXVIZ_BENCH_VARIANTS")
             if os.environ.get("RTXVIZ_BENCH_STREAM_ONLY") == "1":
-                variants = {k: v for k, v in variants.items()
-                            if k in ("unattached", "streaming (every step)", other_title)}
-            chosen = os.environ.get("RTXVIZ_BENCH_VARIANTS")  # e.g. "sample_every=10;null sink": substrings, ';'
+                chosen = "streaming (every step);streaming, server "
             if chosen:
                 keep = [c.strip() for c in chosen.split(";") if c.strip()]
                 variants = {k: v for k, v in variants.items() if k == "unattached" or any(c in k for c in keep)}
@@ -481,14 +496,12 @@ def run_mlp(rounds: int = 6, seconds: float = 1.5, warmup: float = 1.0) -> None:
                   "neighbour's, by the windows' totals and by their median steps)")
             print(f"  {'':28s} median step   overhead (total)   (median step)   pairs' IQR (total)   queued at end")
             for k, r in res.items():
-                ms = statistics.median(r["ms"])
+                ms, total, median, q1, q3 = overhead_summary(r)
                 if k == "unattached":
                     print(f"  {k:28s} {ms:7.2f} ms")
                     continue
-                tot = sorted(r["total"])
-                q1, q3 = tot[len(tot) // 4], tot[(3 * len(tot)) // 4]
-                print(f"  {k:28s} {ms:7.2f} ms   {100 * (statistics.median(tot) - 1):+8.1f}%   "
-                      f"{100 * (statistics.median(r['median']) - 1):+12.1f}%   "
+                print(f"  {k:28s} {ms:7.2f} ms   {100 * (total - 1):+8.1f}%   "
+                      f"{100 * (median - 1):+12.1f}%   "
                       f"{100 * (q1 - 1):+6.1f}% .. {100 * (q3 - 1):+.1f}%   "
                       f"{statistics.median(backlog.get(k, [0])):10.0f}")
             # the threads of the training process and the server all share the machine's cores: their CPU per

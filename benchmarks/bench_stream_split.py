@@ -30,19 +30,21 @@ import tempfile
 import time
 from pathlib import Path
 
-if "--threads" in sys.argv:  # before numpy loads (bench_events, imported below, would set one thread)
+if "--threads" in sys.argv:  # before numpy loads (bench_events, imported below, sets one thread
+    # when nothing is set: an empty value is "set", and OpenBLAS reads it as its default)
     _at = sys.argv.index("--threads")
     _threads = sys.argv[_at + 1] if _at + 1 < len(sys.argv) else "1"
     del sys.argv[_at:_at + 2]
-    if _threads == "default":
-        os.environ["OPENBLAS_NUM_THREADS"] = str(os.cpu_count() or 1)  # OpenBLAS's own default: every core
+    if _threads == "default":  # what a user gets: OpenBLAS's own choice
+        os.environ["OPENBLAS_NUM_THREADS"] = ""
     else:
         os.environ["OPENBLAS_NUM_THREADS"] = _threads
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+else:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_events import mlp_train_step, paired
+from bench_events import flush_run, mlp_train_step, overhead_summary, paired
 from serving import free_port, process_cpu_s, server_process
 
 import rtxviz.events as events
@@ -193,11 +195,7 @@ def run_sinks(pairs: int = int(os.environ.get("RTXVIZ_BENCH_PAIRS", 6)), seconds
 
         def off() -> None:
             events.emitter._hooks.remove_hook(run.hook)
-            deadline = time.monotonic() + 30  # what the window queued, sent before the next window
-            while run.stats()["queued"] and time.monotonic() < deadline:
-                run._last_send = 0.0
-                run._wake.set()
-                time.sleep(0.001)
+            flush_run(run)
             time.sleep(0.05)
 
         return on, fn, off
@@ -237,13 +235,12 @@ def run_sinks(pairs: int = int(os.environ.get("RTXVIZ_BENCH_PAIRS", 6)), seconds
     print(f"\n## mlp_train by where the events go, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')} "
           f"({pairs} pairs of {seconds:g} s windows; overhead: median over the pairs of the windows' totals)")
     for k, r in res.items():
-        ms = statistics.median(r["ms"])
+        ms, total, _, q1, q3 = overhead_summary(r)
         if k == "unwatched":
             print(f"  {k:42s} {ms:6.2f} ms")
             continue
-        tot = sorted(r["total"])
-        print(f"  {k:42s} {ms:6.2f} ms  {100 * (statistics.median(tot) - 1):+6.1f}%   pairs' IQR "
-              f"{100 * (tot[len(tot) // 4] - 1):+.1f} .. {100 * (tot[(3 * len(tot)) // 4] - 1):+.1f}%")
+        print(f"  {k:42s} {ms:6.2f} ms  {100 * (total - 1):+6.1f}%   pairs' IQR {100 * (q1 - 1):+.1f} .. "
+              f"{100 * (q3 - 1):+.1f}%")
 
 
 if __name__ == "__main__":
