@@ -124,6 +124,9 @@ class RunStore(Protocol):
 
     #: Where the runs live, as messages name it (a file path, ``:memory:``; a URL without its password).
     path: str
+    #: The fields of each kind that `append` reads from `decoded` (history.FIELDS for a store that makes the
+    #: history as it stores; none for one that makes it when read): the server's scan decodes only these.
+    history_fields: dict[str, tuple[str, ...]]
 
     # -- writing -----------------------------------------------------------------------------------------------
     def append(self, run_id: str, name: str | None, events: Sequence[EventRow], dropped: int | None = None,
@@ -182,9 +185,10 @@ class RunStore(Protocol):
 
     def history(self, run_id: str, name: str, limit: int = 100_000) -> list[HistoryRow]:
         """One value's per-step gradient summaries, in step order, at most `limit`: `name` is the page's key of
-        the value (``module|op|k`` for an op, ``L:<name>`` for a named leaf). `append` keeps them from the events
-        it stores (`rtxviz.store.history.HistoryTracker` says how they are named and what each number is); an
-        unknown run or name has none (an empty list)."""
+        the value (``module|op|k`` for an op, ``L:<name>`` for a named leaf). They are made from the stored
+        events, as they are appended (PostgreSQL) or when the history is next read (SQLite);
+        `rtxviz.store.history.HistoryTracker` says how they are named and what each number is. An unknown run or
+        name has none (an empty list)."""
         ...
 
     # -- accounts ----------------------------------------------------------------------------------------------

@@ -13,10 +13,11 @@ Where the numbers come from: an op's ``grad`` event (the norm of dL/d(its output
 update used (so with gradient accumulation the history shows what the optimizer saw) and its ``update_ratio``.
 
 `HistoryTracker` keeps, per run, what naming needs across batches: the leaf names (announced once per run) and,
-for the step being received, the node ids seen so far. `SQLiteStore` feeds it each appended batch and writes the
-rows in the batch's transaction. Before a batch it checks that the state has seen every event stored before it
-(`current`); if not (a restart, a batch the store refused, a batch another process stored), it rebuilds the state
-from the stored leaf events and the last step's node and checkpoint events before the batch (`restore`).
+for the step being received, the node ids seen so far. `SQLiteStore` feeds it the events stored since the
+history was last read, when it is read; `PostgresStore` each appended batch, in the batch's transaction. Before a
+batch it checks that the state has seen every event stored before it (`current`); if not (a restart, a batch
+the store refused, a batch another process stored), it rebuilds the state from the stored leaf events and the last
+step's node and checkpoint events before the batch (`restore`).
 
 >>> t = HistoryTracker()
 >>> rows = t.rows("r", [

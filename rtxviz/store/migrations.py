@@ -12,13 +12,13 @@ Each migration holds per-dialect statements where the dialects differ (types: SQ
 PostgreSQL's BIGINT and DOUBLE PRECISION; SQLite's rowid against a BIGSERIAL for the order users were added).
 
 >>> [m.version for m in MIGRATIONS], LATEST
-([1, 2, 3], 3)
+([1, 2, 3, 4], 4)
 >>> [m.version for m in pending(1)]
-[2, 3]
+[2, 3, 4]
 >>> statements(MIGRATIONS[1], "sqlite")[0]
 'ALTER TABLE runs ADD COLUMN owner TEXT'
->>> str(too_new(4, "runs.db")).split(":")[0]
-'runs.db has schema version 4, newer than this rtxviz knows (3)'
+>>> str(too_new(5, "runs.db")).split(":")[0]
+'runs.db has schema version 5, newer than this rtxviz knows (4)'
 """
 
 from __future__ import annotations
@@ -96,6 +96,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             "grad_norm DOUBLE PRECISION, update_ratio DOUBLE PRECISION, nonfinite SMALLINT NOT NULL DEFAULT 0, "
             "PRIMARY KEY (name_id, step))",
         ),
+    ),
+    Migration(
+        4, "SQLite: a row of `events` may hold a run of events of one kind and step (sqlite.py, `pack_rows`); "
+        "the history is made when it is read, up to ``runs.history_seq``",
+        # a version-3 file reads the same (a row of one event is a run of one), but rtxviz before version 4 would
+        # read a packed row as one malformed event: the number tells it to refuse the file. Its history was made
+        # as its events were stored: all of them are taken in already
+        sqlite=(
+            "ALTER TABLE runs ADD COLUMN history_seq INTEGER NOT NULL DEFAULT 0",
+            "UPDATE runs SET history_seq = (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = runs.id)",
+        ),
+        # PostgreSQL's store makes the history as it stores the events (several processes write a run)
+        postgres=(),
     ),
 )
 

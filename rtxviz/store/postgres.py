@@ -55,6 +55,7 @@ from .base import (
     UserRecord,
     check_decoded,
 )
+from .history import FIELDS as HISTORY_FIELDS
 from .history import HistoryTracker
 from .migrations import LATEST, VERSION_TABLE, check_user_name, pending, statements, too_new
 from .pgurl import redact
@@ -94,6 +95,9 @@ class PostgresStore:
     `max_events_per_run` bound the store as in SQLite. `read_only` never writes (export, render): the schema must
     be the latest then (a writer upgrades it).
     """
+
+    #: It makes the history as it stores each batch, from the fields the server's scan decodes (ingest.py).
+    history_fields = HISTORY_FIELDS
 
     def __init__(self, url: str, max_runs: int = 1000, max_events_per_run: int = 20_000_000,
                  read_only: bool = False, pool_size: int = 8, connect_timeout: float = 10.0) -> None:

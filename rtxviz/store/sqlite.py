@@ -33,7 +33,8 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import IO, Any
 
 from .base import (
@@ -94,21 +95,86 @@ def _insert_many(cur: sqlite3.Connection, head: str, columns: int, flat: list[An
         cur.execute(f"{head} VALUES {', '.join([row] * ((len(flat) - full) // columns))}{tail}", flat[full:])
 
 
+#: The kinds whose consecutive events of one step share a row (`pack_rows`): a training step's bulk (an mlp_train
+#: step sends 6 node, 6 grad and 6 leaf_grad events among 24), each run of them arriving together in one post.
+PACKED_KINDS = frozenset(("node", "grad", "leaf_grad"))
+#: The most events one row holds: a read from seq `after` on starts at most this many rows back.
+PACK_MAX = 64
+#: What separates the events of a packed row: the ASCII record separator, which JSON text never holds (a control
+#: character is neither whitespace nor allowed unescaped in a string), so a lone event is a row without it.
+PACK_SEP = "\x1e"
+_KIND_STEP = itemgetter(0, 1)
+
+
+def pack_rows(run_id: str, first: int, events: Sequence[EventRow], texts: list[str]) -> list[Any]:
+    """The bindings (run_id, seq, kind, step, body per row) of a batch stored from seq `first` on, each run of
+    consecutive `PACKED_KINDS` events of one kind and step in one row of at most `PACK_MAX` events: the row's
+    seq is its first event's, its body their texts joined by `PACK_SEP`.
+
+    A row costs SQLite about the same whatever its size (a B-tree cell in the table and one in `events_kind`): one
+    row for a run of events took the in-process ingest of an mlp_train stream from ~8-9 to ~6-7 us an event
+    (benchmarks/README.md, fourteenth session). Every read unpacks (`unpack_rows`), so what a reader gets is
+    the same event by event.
+
+    >>> ev = [("step_begin", 0, "{}"), ("node", 0, "{}"), ("node", 0, "{}"), ("grad", 0, "{}")]
+    >>> pack_rows("r", 5, ev, ["a", "b", "c", "d"])
+    ['r', 5, 'step_begin', 0, 'a', 'r', 6, 'node', 0, 'b\\x1ec', 'r', 8, 'grad', 0, 'd']
+    """
+    flat: list[Any] = []
+    seq = first
+    for (kind, step), group in itertools.groupby(events, key=_KIND_STEP):
+        n = sum(1 for _ in group)
+        i = seq - first
+        if n == 1 or kind not in PACKED_KINDS:
+            for k in range(n):
+                flat += (run_id, seq + k, kind, step, texts[i + k])
+        else:
+            for start in range(0, n, PACK_MAX):
+                m = min(PACK_MAX, n - start)
+                flat += (run_id, seq + start, kind, step,
+                         texts[i + start] if m == 1 else PACK_SEP.join(texts[i + start:i + start + m]))
+        seq += n
+    return flat
+
+
+def unpack_rows(rows: Sequence[tuple[int, str]], after: int = 0, upto: int | None = None,
+                limit: int | None = None) -> list[StoredEvent]:
+    """(seq, text) per event of `rows` (seq, body), in order, those with after < seq <= upto, at most `limit`.
+
+    >>> unpack_rows([(5, "a"), (6, "b\\x1ec\\x1ed"), (9, "e")], after=6, limit=2)
+    [(7, 'c'), (8, 'd')]
+    """
+    out: list[StoredEvent] = []
+    high = sys.maxsize if upto is None else upto
+    for seq, body in rows:
+        if PACK_SEP not in body:
+            if after < seq <= high:
+                out.append((seq, body))
+        else:
+            for k, text in enumerate(body.split(PACK_SEP)):
+                if after < seq + k <= high:
+                    out.append((seq + k, text))
+        if limit is not None and len(out) >= limit:
+            return out[:limit]
+    return out
+
+
+def _unpacked_seqs(rows: Iterable[tuple[int, str, int | None, str]]) -> Iterator[tuple[int, str, int | None, str]]:
+    """(seq, kind, step, text) per event of (seq, kind, step, body) rows."""
+    for seq, kind, step, body in rows:
+        if PACK_SEP in body:
+            for k, text in enumerate(body.split(PACK_SEP)):
+                yield seq + k, kind, step, text
+        else:
+            yield seq, kind, step, body
+
+
 def _insert_events(cur: sqlite3.Connection, run_id: str, first: int, events: Sequence[EventRow],
                    texts: list[str]) -> None:
-    """Insert the batch's rows, seq `first` on."""
-    # one flat list of bindings, run_id, seq, kind, step, body a row, built a column at a time
-    n = len(events)
-    if n == 0:
-        return
-    flat: list[Any] = [None] * (5 * n)
-    flat[0::5] = itertools.repeat(run_id, n)
-    flat[1::5] = range(first, first + n)
-    kinds, steps, _ = zip(*events, strict=True)  # the columns in C (two comprehensions cost ~0.3 us an event)
-    flat[2::5] = kinds
-    flat[3::5] = steps
-    flat[4::5] = texts
-    _insert_many(cur, "INSERT INTO events (run_id, seq, kind, step, body)", 5, flat)
+    """Insert the batch's rows, seq `first` on (`pack_rows`)."""
+    if events:
+        _insert_many(cur, "INSERT INTO events (run_id, seq, kind, step, body)", 5,
+                     pack_rows(run_id, first, events, texts))
 
 
 _RUN_COLUMNS = ", ".join(RUN_FIELDS)
@@ -228,9 +294,11 @@ class SQLiteStore:
         self._name_ids: dict[str, dict[str, int]] = {}  # run -> history name -> id (loaded on a run's first use)
         self._next_name_id = 1 + (self._w.execute("SELECT COALESCE(MAX(id), 0) FROM history_names").fetchone()[0]
                                   if not read_only else 0)
-        for run_id, n in self._w.execute("SELECT id, (SELECT COALESCE(MAX(seq), 0) FROM events e "
-                                         "WHERE e.run_id = runs.id) FROM runs"):
-            self._next[run_id] = n + 1
+        # a run's last seq is its last row's seq, plus the events packed in it after the first
+        for run_id, seq, body in self._w.execute(
+                "SELECT r.id, e.seq, e.body FROM runs r LEFT JOIN events e ON e.run_id = r.id AND e.seq = "
+                "(SELECT MAX(seq) FROM events WHERE run_id = r.id)"):
+            self._next[run_id] = 1 if seq is None else seq + body.count(PACK_SEP) + 1
             self._runs.add(run_id)
 
     def _read_version(self) -> int:
@@ -330,7 +398,6 @@ class SQLiteStore:
                     if held != owner:
                         raise StoreForbidden(forbidden(run_id, owner))
                 _insert_events(cur, run_id, first, events, texts)
-                self._append_history(run_id, events, first, decoded)
                 cur.execute(
                     "UPDATE runs SET updated = ?, n_events = n_events + ?, dropped = MAX(dropped, ?), "
                     "last_step = COALESCE(?, last_step), status = COALESCE(?, status), "
@@ -343,7 +410,6 @@ class SQLiteStore:
                 # SQLite may have rolled back itself (a full disk does): a second ROLLBACK would hide the cause
                 if cur.in_transaction:
                     cur.execute("ROLLBACK")
-                self._forget_history(run_id)  # its naming state took in this batch: rebuilt from what is stored
                 if isinstance(exc, sqlite3.Error):
                     raise self._failed(exc) from exc
                 raise
@@ -408,21 +474,66 @@ class SQLiteStore:
             return True
 
     # -- the per-step history (history.py) -------------------------------------------------------------------
-    def _append_history(self, run_id: str, events: Sequence[EventRow], first: int,
-                        decoded: Sequence[Any] | None = None) -> None:
-        """Write the history rows of a batch stored from seq `first` on (inside append's transaction, under the
-        write lock, after the batch's events are inserted)."""
+    #: The events one catch-up transaction takes in (about 15 ms of work under the write lock: appends wait no
+    #: longer than that for it).
+    HISTORY_CHUNK = 5000
+    #: What the server's scan decodes for `append` (ingest.py): nothing, the history is made from the stored
+    #: texts when it is read (`history`).
+    history_fields: dict[str, tuple[str, ...]] = {}
+
+    def _catch_up_history(self, run_id: str) -> None:
+        """Take the run's events stored since the history last read them into its rows (`HistoryTracker`),
+        `HISTORY_CHUNK` events a transaction, and note how far in ``runs.history_seq``.
+
+        The rows are made when the history is read, not as events are stored: on a machine that trains, the
+        server's CPU is taken from the training (issue 21), and the history was about a quarter of what each
+        event cost it, for numbers only a page that opens a value's history shows. A page that follows a run
+        asks at each step it shows, so each read takes in a step or so; the first read of a long run that nobody
+        watched takes in all of it (about 3 us an event: a 10,000-step mlp_train run, 240,000 events, ~0.7 s)."""
+        with self._wlock:
+            self._check_writable()
+            row = self._w.execute("SELECT history_seq FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return
+            start, last = row[0] + 1, self.last_seq(run_id)
+            while start <= last:
+                rows = self._w.execute(
+                    "SELECT seq, kind, step, body FROM events WHERE run_id = ? AND seq > ? AND seq <= ? "
+                    "ORDER BY seq LIMIT ?", (run_id, start - PACK_MAX, last, self.HISTORY_CHUNK)).fetchall()
+                events = [(kind, step, text) for seq, kind, step, text in _unpacked_seqs(rows) if seq >= start]
+                if not events:  # cannot happen while last_seq is right: never loop on it
+                    break
+                cur = self._w
+                cur.execute("BEGIN")
+                try:
+                    self._append_history(run_id, events, start)
+                    cur.execute("UPDATE runs SET history_seq = ? WHERE id = ?", (start + len(events) - 1, run_id))
+                    cur.execute("COMMIT")
+                except BaseException as exc:
+                    if cur.in_transaction:
+                        cur.execute("ROLLBACK")
+                    self._forget_history(run_id)  # its naming state took in these events: rebuilt from the store
+                    if isinstance(exc, sqlite3.Error):
+                        raise self._failed(exc) from exc
+                    raise
+                start += len(events)
+
+    def _append_history(self, run_id: str, events: Sequence[EventRow], first: int) -> None:
+        """Write the history rows of the run's events from seq `first` on (inside the caller's transaction)."""
         if first == 1:
             self._forget_history(run_id)  # a new run: nothing of a deleted one of that id may name its values
         elif not self._history.current(run_id, first):
-            # a run stored before this process started (or whose batch failed): rebuild how its values are named
-            # from what was stored before this batch (the batch's own rows are already in the table)
-            last = self._w.execute("SELECT last_step FROM runs WHERE id = ?", (run_id,)).fetchone()
-            self._history.restore(run_id, self._w.execute(
-                "SELECT kind, step, body FROM events WHERE run_id = ? AND seq < ? AND (kind = 'leaf' OR (step = ? "
-                "AND kind IN ('step_begin', 'node', 'checkpoint'))) ORDER BY seq",
-                (run_id, first, last[0] if last else None)), first)
-        rows = self._history.rows(run_id, events, first, decoded)
+            # a run whose history this process has not followed (a restart, a failed catch-up): rebuild how its
+            # values are named from the events before `first`: its leaves, and the last step's nodes
+            prev = self._w.execute("SELECT step FROM events WHERE run_id = ? AND seq < ? AND step IS NOT NULL "
+                                   "ORDER BY seq DESC LIMIT 1", (run_id, first)).fetchone()
+            stored = self._w.execute(
+                "SELECT seq, kind, step, body FROM events WHERE run_id = ? AND seq < ? AND (kind = 'leaf' OR "
+                "(step = ? AND kind IN ('step_begin', 'node', 'checkpoint'))) ORDER BY seq",
+                (run_id, first, prev[0] if prev else None))
+            self._history.restore(run_id, ((kind, step, text) for seq, kind, step, text in _unpacked_seqs(stored)
+                                           if seq < first), first)
+        rows = self._history.rows(run_id, events, first)
         if not rows:
             return
         ids = self._name_ids.get(run_id)
@@ -491,8 +602,9 @@ class SQLiteStore:
     def events(self, run_id: str, after: int = 0, limit: int = 1000, kinds: Sequence[str] | None = None,
                step: int | None = None, upto: int | None = None) -> list[StoredEvent]:
         """(seq, json text) of a run's events with seq > after (and <= upto), in order, at most `limit`."""
+        # a row holds up to PACK_MAX events from its seq on: the one holding seq after + 1 starts up to that far back
         sql = "SELECT seq, body FROM events WHERE run_id = ? AND seq > ?"
-        args: list[Any] = [run_id, after]
+        args: list[Any] = [run_id, after - PACK_MAX + 1]
         if upto is not None:
             sql += " AND seq <= ?"
             args.append(upto)
@@ -503,8 +615,8 @@ class SQLiteStore:
             sql += " AND step = ?"
             args.append(step)
         sql += " ORDER BY seq LIMIT ?"
-        args.append(limit)
-        return self._query(sql, args)
+        args.append(limit + PACK_MAX - 1)  # every row but those before `after + 1` brings an event at least
+        return unpack_rows(self._query(sql, args), after, upto, limit)
 
     def steps(self, run_id: str, limit: int = 10_000) -> list[StepRecord]:
         """Each recorded step: its index, whether it was sampled, and the seq where it began."""
@@ -513,7 +625,10 @@ class SQLiteStore:
         return [{"step": s, "seq": seq, "sampled": json.loads(b).get("sampled", True)} for seq, s, b in rows]
 
     def history(self, run_id: str, name: str, limit: int = 100_000) -> list[HistoryRow]:
-        """The per-step summaries of one value (`name` as the page keys it), in step order, at most `limit`."""
+        """The per-step summaries of one value (`name` as the page keys it), in step order, at most `limit`
+        (the events stored since the last read are taken in first: `_catch_up_history`)."""
+        if not self.read_only and self._broken is None and run_id in self._runs:
+            self._catch_up_history(run_id)
         try:
             rows = self._query(
                 "SELECT h.step, h.grad_norm, h.update_ratio, h.nonfinite FROM history_names n JOIN history h "

@@ -58,7 +58,7 @@ def columns(path: Path, table: str) -> list[str]:
 
 def test_a_new_file_is_made_at_the_latest_version(tmp_path: Path) -> None:
     SQLiteStore(str(tmp_path / "new.db")).close()
-    assert version_of(tmp_path / "new.db") == LATEST == 3
+    assert version_of(tmp_path / "new.db") == LATEST == 4
     assert "owner" in columns(tmp_path / "new.db", "runs")
 
 
@@ -101,7 +101,7 @@ def test_a_file_newer_than_the_code_is_refused_by_writers_and_readers(tmp_path: 
         assert str(path) in message and "schema version 99" in message and "Upgrade rtxviz" in message
     assert version_of(path) == 99  # untouched
     con = sqlite3.connect(path)
-    con.execute("UPDATE schema_version SET version = 2")
+    con.execute("UPDATE schema_version SET version = ?", (LATEST,))
     con.commit()
     con.close()
     open_store(str(path)).close()  # the refusal left no writer's lock behind
@@ -129,3 +129,30 @@ def test_a_new_file_gets_16_kib_pages_and_an_old_one_keeps_its_own(tmp_path: Pat
     finally:
         store.close()
     assert page_size_of(tmp_path / "old.db") == 4096
+
+
+def test_a_version_3_file_keeps_its_history_and_the_history_goes_on_from_its_last_event(tmp_path: Path) -> None:
+    """Version 3 made the history as it stored the events; version 4 makes it when it is read, from
+    ``runs.history_seq``, which the upgrade sets to each run's last seq (so nothing is taken in twice)."""
+    from .test_contract import ev
+
+    path = tmp_path / "v3.db"
+    step = [ev("step_begin", 0), ev("node", 0, id=5, op="exp", module="m", inputs=[]),
+            ev("grad", 0, node=5, output={"norm": 2.5, "nan": 0, "inf": 0})]
+    store = SQLiteStore(str(path))
+    store.append("r", None, step)
+    assert store.history("r", "m|exp|1") == [(0, 2.5, None, 0)]
+    store.close()
+    con = sqlite3.connect(path)  # as version 3 left it: no history_seq; and a history row only it had made
+    con.execute("ALTER TABLE runs DROP COLUMN history_seq")
+    con.execute("UPDATE schema_version SET version = 3")
+    con.execute("UPDATE history SET grad_norm = 7.0")
+    con.commit()
+    con.close()
+    store = SQLiteStore(str(path))
+    assert version_of(path) == LATEST and "history_seq" in columns(path, "runs")
+    assert store.history("r", "m|exp|1") == [(0, 7.0, None, 0)]  # kept, not made again from the events
+    store.append("r", None, [ev("step_begin", 1), ev("node", 1, id=9, op="exp", module="m", inputs=[]),
+                             ev("grad", 1, node=9, output={"norm": 4.0, "nan": 1, "inf": 0})])
+    assert store.history("r", "m|exp|1") == [(0, 7.0, None, 0), (1, 4.0, None, 1)]
+    store.close()

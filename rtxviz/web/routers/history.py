@@ -1,11 +1,11 @@
 """GET /api/runs/{run_id}/history?name=...: one value's gradient norm and update/weight ratio over the run's steps.
 
-The store keeps one short row per value per step, written as the events are ingested (rtxviz/store/history.py
-says how values are named and where each number comes from). The answer is columnar, so 10,000 steps are about
-a quarter of a megabyte of JSON: ``{"run_id", "name", "steps": [...], "grad_norm": [...], "update_ratio": [...],
-"nonfinite": [...]}`` (null where a number was not sent, or was NaN/Inf; nonfinite 1 where the gradient held
-NaN/Inf). A name with no history (a constant, an input, a typo) answers empty columns; an unknown run 404, and
-so does another student's run on a class server (rtxviz/web/deps.py's Principal).
+The store keeps one short row per value per step, made from the stored events (SQLite's when it is read;
+rtxviz/store/history.py says how values are named and where each number comes from). The answer is columnar,
+so 10,000 steps are about a quarter of a megabyte of JSON: ``{"run_id", "name", "steps": [...], "grad_norm":
+[...], "update_ratio": [...], "nonfinite": [...]}`` (null where a number was not sent, or was NaN/Inf; nonfinite
+1 where the gradient held NaN/Inf). A name with no history (a constant, an input, a typo) answers empty columns;
+an unknown run 404, and so does another student's run on a class server (rtxviz/web/deps.py's Principal).
 """
 
 from __future__ import annotations

@@ -109,21 +109,23 @@ def _kinds_and_steps(objs: list[Any]) -> list[tuple[str, int | None]]:
     return [(o["kind"], o.get("step")) for o in objs]
 
 
-def _parse_ndjson(body: bytes, s: Settings) -> tuple[list[EventRow], list[Any]]:
+def _parse_ndjson(body: bytes, s: Settings, fields: dict[str, tuple[str, ...]] = HISTORY_FIELDS,
+                  ) -> tuple[list[EventRow], list[Any]]:
     """The rows to store and the events decoded (the store's history reads those: no event is decoded twice).
 
     One event per line, each line on its own strict JSON: an event split over two lines, or two events on one
     line, is refused, never joined into something else. Lines are stored as sent (stripped).
 
     The server's hot path: the compiled scan (`schema.scan_lines`, rtxviz/_eventcheck.c) reads and checks every
-    line straight from its bytes and decodes only the fields the per-step history reads: decoding whole events
-    into Python objects and walking them was ~60% of the ingest path's CPU. When it cannot confirm some line (a
+    line straight from its bytes and decodes only `fields`, those the store's history reads as it stores
+    (`history_fields`: PostgreSQL's; SQLite's reads none, making its history later): decoding whole events into
+    Python objects and walking them was ~60% of the ingest path's CPU. When it cannot confirm some line (a
     fault, or what it leaves to pydantic: a generic kind, a duplicate key, a long integer), the batch takes the
     decoding path below, a column at a time in comprehensions; anything out of the ordinary there (a bound
     exceeded, a line that does not parse, one that may nest too deep) goes to `_parse_ndjson_carefully`, which
     finds and names the first fault.
     """
-    scanned = schema.scan_lines(body, HISTORY_FIELDS, orjson.loads, s.max_events_per_batch, s.max_event_bytes)
+    scanned = schema.scan_lines(body, fields, orjson.loads, s.max_events_per_batch, s.max_event_bytes)
     if scanned is not None:
         return scanned
     lines = [raw.strip() for raw in body.split(b"\n")]
@@ -227,7 +229,8 @@ def _ingest(store: RunStore, s: Settings, run_id: str, name: str | None, dropped
     should hear of the run)."""
     try:
         if ctype == "application/x-ndjson":
-            events, decoded = _parse_ndjson(body, s)
+            # the fields the store's history reads as it stores (none for SQLite's: it reads them later)
+            events, decoded = _parse_ndjson(body, s, store.history_fields)
         elif ctype == "application/json":
             events, decoded, extra = _parse_json(body, s)
             name = extra["name"] if extra["name"] is not None else name
