@@ -145,8 +145,8 @@ class RunStore(Protocol):
         when a new run would exceed the store's bound on runs or the run its bound on events, or the disk is full
         (nothing is stored then); `StoreUnavailable` when the database cannot be written (corrupt, I/O error).
         `decoded`, when given, is each event's text already decoded (what the server decoded to validate it, one
-        per event): the per-step history reads those instead of decoding the texts again (ValueError when its
-        length is not the batch's).
+        per event): a store that makes the history as it stores reads those instead of decoding the texts again
+        (ValueError when its length is not the batch's; SQLite's makes the history when it is read).
         """
         ...
 

@@ -1,4 +1,4 @@
-"""Per-step gradient summaries, taken from the events as they are stored: the history the page draws as sparklines.
+"""Per-step gradient summaries, taken from the stored events: the history the page draws as sparklines.
 
 For every training step and every graph value the page draws, one row: the gradient norm, the update/weight
 ratio (parameters, from ``optimizer_step``), and whether the gradient held NaN/Inf. The value is named as the page

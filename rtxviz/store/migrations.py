@@ -101,13 +101,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         4, "SQLite: a row of `events` may hold a run of events of one kind and step (sqlite.py, `pack_rows`); "
         "the history is made when it is read, up to ``runs.history_seq``",
         # a version-3 file reads the same (a row of one event is a run of one), but rtxviz before version 4 would
-        # read a packed row as one malformed event: the number tells it to refuse the file. Its history was made
-        # as its events were stored: all of them are taken in already
+        # read a packed row as one malformed event: the number tells it to refuse the file. A run with history
+        # rows had them made as its events were stored (version 3): all its events are taken in already. One
+        # without (stored before version 3, or with no value to name) is read from its first event when its
+        # history is first asked for
         sqlite=(
             "ALTER TABLE runs ADD COLUMN history_seq INTEGER NOT NULL DEFAULT 0",
-            "UPDATE runs SET history_seq = (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = runs.id)",
+            "UPDATE runs SET history_seq = (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = runs.id) "
+            "WHERE EXISTS (SELECT 1 FROM history_names WHERE history_names.run_id = runs.id)",
         ),
-        # PostgreSQL's store makes the history as it stores the events (several processes write a run)
+        # PostgreSQL's store makes the history as it stores the events (several processes write a run): nothing
+        # changes there, but the number is shared, so an rtxviz before version 4 refuses such a database too
         postgres=(),
     ),
 )

@@ -156,3 +156,18 @@ def test_a_version_3_file_keeps_its_history_and_the_history_goes_on_from_its_las
                              ev("grad", 1, node=9, output={"norm": 4.0, "nan": 1, "inf": 0})])
     assert store.history("r", "m|exp|1") == [(0, 7.0, None, 0), (1, 4.0, None, 1)]
     store.close()
+
+
+def test_runs_stored_before_the_history_existed_get_it_from_their_events_when_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old_file(path)  # before versioning: no history tables; add one step with a gradient to its run
+    con = sqlite3.connect(path)
+    for seq, kind, fields in ((3, "node", {"id": 4, "op": "tanh", "module": "enc", "inputs": []}),
+                              (4, "grad", {"node": 4, "output": {"norm": 0.25, "nan": 0, "inf": 1}})):
+        con.execute("INSERT INTO events VALUES ('old', ?, ?, 0, ?)",
+                    (seq, kind, json.dumps({"seq": seq, "v": 1, "kind": kind, "t": 0, "step": 0, **fields})))
+    con.commit()
+    con.close()
+    store = SQLiteStore(str(path))
+    assert store.history("old", "enc|tanh|1") == [(0, 0.25, None, 1)]
+    store.close()

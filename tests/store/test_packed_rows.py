@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rtxviz.store import SQLiteStore
+from rtxviz.store import SQLiteStore, StoreFull
 from rtxviz.store.sqlite import PACK_MAX
 
 from .test_contract import ev
@@ -154,3 +154,62 @@ def test_a_history_read_after_a_restart_in_the_middle_of_a_step_names_that_step_
     append_in_batches(fresh, "r", stream(4), [10_000])
     assert fresh.history("r", "fc|mul|4") == [(s, 10.0 * s + 4, None, 0) for s in range(4)]
     fresh.close()
+
+
+def test_a_catch_up_in_many_transactions_makes_the_same_history_and_lets_appends_in_between(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    store = SQLiteStore(str(tmp_path / "runs.db"))
+    append_in_batches(store, "r", stream(5), [10_000])
+    monkeypatch.setattr(store, "HISTORY_CHUNK_ROWS", 3)  # a step is 7 rows: chunks end inside steps and packs
+    chunk = store._catch_up_chunk
+    calls: list[bool] = []
+
+    def chunk_then_append_from_another_thread(run_id: str) -> bool:
+        more = chunk(run_id)
+        if len(calls) == 1:  # between two transactions the write lock is free: another thread's append goes in
+            other = threading.Thread(target=store.append, args=("other", None, [ev("step_begin", 0)]))
+            other.start()
+            other.join(10)
+            assert not other.is_alive()
+        calls.append(more)
+        return more
+
+    monkeypatch.setattr(store, "_catch_up_chunk", chunk_then_append_from_another_thread)
+    assert store.history("r", "fc|mul|3") == [(s, 10.0 * s + 3, None, 0) for s in range(5)]
+    assert store.history("r", "L:w0") == [(s, float(s), None, 0) for s in range(5)]
+    assert len(calls) > 10 and calls[-1] is False and store.last_seq("other") == 1
+    store.close()
+
+
+def test_a_catch_up_that_fails_part_way_keeps_what_it_committed_and_the_next_read_completes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = SQLiteStore(str(tmp_path / "runs.db"))
+    append_in_batches(store, "r", stream(4), [10_000])
+    monkeypatch.setattr(store, "HISTORY_CHUNK_ROWS", 7)
+    made = store._append_history
+    calls = []
+
+    def fail_the_third(run_id: str, events: list, first: int) -> None:
+        calls.append(first)
+        if len(calls) == 3:
+            raise StoreFull("the disk is full")
+        made(run_id, events, first)
+
+    monkeypatch.setattr(store, "_append_history", fail_the_third)
+    # the read answers what the history holds so far (two transactions' worth), and says why in the log
+    partial = store.history("r", "fc|mul|1")
+    assert partial and partial == [(s, 10.0 * s + 1, None, 0) for s in range(len(partial))] and len(partial) < 4
+    assert store._broken is None
+    assert store.history("r", "fc|mul|1") == [(s, 10.0 * s + 1, None, 0) for s in range(4)]
+    store.close()
+
+
+def test_an_event_text_holding_the_row_separator_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "runs.db"))
+    store.append("r", None, [ev("step_begin", 0)])
+    with pytest.raises(ValueError, match="event 1 of the batch .node. holds the character U.001E"):
+        store.append("r", None, [ev("node", 0, id=1), ("node", 0, '{"kind":"node","op":"a\x1eb"}')])
+    assert store.last_seq("r") == 1 and [seq for seq, _ in store.events("r")] == [1]
+    store.close()

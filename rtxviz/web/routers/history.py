@@ -23,8 +23,8 @@ from .runs import _run
 
 router = APIRouter(tags=["runs"])
 
-# the store keeps the history as the server ingests; orjson decodes the events it reads about 4x faster than the
-# standard library, which the store is limited to (so a server's store decodes with it from here on)
+# the store makes the history from the events it stores; orjson decodes them about 4x faster than the standard
+# library, which the store is limited to (so a server's store decodes with it from here on)
 use_decoder(orjson.loads)
 
 
