@@ -51,12 +51,17 @@ def append_in_batches(store: SQLiteStore, run_id: str, events: list, sizes: list
     return out
 
 
-def rows_in_file(path: Path, run_id: str) -> int:
+def count_in_file(path: Path, table: str) -> int:
+    """The rows of `table` in the file, read with sqlite3 (not through the store)."""
     con = sqlite3.connect(path)
     try:
-        return int(con.execute("SELECT COUNT(*) FROM events WHERE run_id = ?", (run_id,)).fetchone()[0])
+        return int(con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
     finally:
         con.close()
+
+
+def rows_in_file(path: Path) -> int:
+    return count_in_file(path, "events")
 
 
 def expected(stored: list[tuple[int, str]], kinds_of: dict[int, tuple[str, int | None]], after: int = 0,
@@ -77,9 +82,9 @@ def test_a_training_stream_takes_fewer_rows_and_every_read_gives_its_events_one_
     kinds_of = {seq: (kind, step) for (seq, _), (kind, step, _) in zip(stored, events, strict=True)}
     assert [seq for seq, _ in stored] == list(range(1, len(events) + 1))
     if sizes == [10_000]:  # one batch: a step is 7 rows (begin, nodes, backward_begin, grads, leaf grads, 2 ends)
-        assert rows_in_file(path, "r") == 1 + LEAVES + 12 * 7
+        assert rows_in_file(path) == 1 + LEAVES + 12 * 7
     else:  # a batch boundary may split a run of one kind into two rows, never join two runs
-        assert rows_in_file(path, "r") < len(events)
+        assert rows_in_file(path) < len(events)
     last = len(events)
     for after, upto, limit, kinds, step in [
             (0, None, 1000, None, None), (0, None, 5, None, None), (6, None, 1000, None, None),
@@ -101,7 +106,7 @@ def test_a_run_longer_than_a_row_holds_splits_and_a_restart_counts_to_its_last_e
     store = SQLiteStore(str(path))
     first, texts = store.append("r", None, [ev("step_begin", 0)] + nodes)
     assert first == 1
-    assert rows_in_file(path, "r") == 1 + 4  # 202 nodes: rows of 64, 64, 64 and 10
+    assert rows_in_file(path) == 1 + 4  # 202 nodes: rows of 64, 64, 64 and 10
     store.close()
     again = SQLiteStore(str(path))  # the last seq comes from the last row and the events packed in it
     assert again.last_seq("r") == len(texts) == 3 * PACK_MAX + 10
@@ -112,11 +117,7 @@ def test_a_run_longer_than_a_row_holds_splits_and_a_restart_counts_to_its_last_e
 
 
 def history_in_file(path: Path) -> int:
-    con = sqlite3.connect(path)
-    try:
-        return int(con.execute("SELECT COUNT(*) FROM history").fetchone()[0])
-    finally:
-        con.close()
+    return count_in_file(path, "history")
 
 
 def test_the_history_is_made_when_read_from_the_norms_the_events_carry(tmp_path: Path) -> None:
