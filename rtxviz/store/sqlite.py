@@ -144,6 +144,11 @@ def pack_rows(run_id: str, first: int, events: Sequence[EventRow], texts: list[s
     return flat
 
 
+def _row_events(seq: int, body: str) -> Iterable[tuple[int, str]]:
+    """(seq, text) per event of the row stored at `seq` with `body`."""
+    return ((seq, body),) if PACK_SEP not in body else enumerate(body.split(PACK_SEP), seq)
+
+
 def unpack_rows(rows: Sequence[tuple[int, str]], after: int = 0, upto: int | None = None,
                 limit: int | None = None) -> list[StoredEvent]:
     """(seq, text) per event of `rows` (seq, body), in order, those with after < seq <= upto, at most `limit`.
@@ -154,13 +159,7 @@ def unpack_rows(rows: Sequence[tuple[int, str]], after: int = 0, upto: int | Non
     out: list[StoredEvent] = []
     high = sys.maxsize if upto is None else upto
     for seq, body in rows:
-        if PACK_SEP not in body:
-            if after < seq <= high:
-                out.append((seq, body))
-        else:
-            for k, text in enumerate(body.split(PACK_SEP)):
-                if after < seq + k <= high:
-                    out.append((seq + k, text))
+        out += (event for event in _row_events(seq, body) if after < event[0] <= high)
         if limit is not None and len(out) >= limit:
             return out[:limit]
     return out
@@ -169,11 +168,8 @@ def unpack_rows(rows: Sequence[tuple[int, str]], after: int = 0, upto: int | Non
 def _unpacked_seqs(rows: Iterable[tuple[int, str, int | None, str]]) -> Iterator[tuple[int, str, int | None, str]]:
     """(seq, kind, step, text) per event of (seq, kind, step, body) rows."""
     for seq, kind, step, body in rows:
-        if PACK_SEP in body:
-            for k, text in enumerate(body.split(PACK_SEP)):
-                yield seq + k, kind, step, text
-        else:
-            yield seq, kind, step, body
+        for at, text in _row_events(seq, body):
+            yield at, kind, step, text
 
 
 def _insert_events(cur: sqlite3.Connection, run_id: str, first: int, events: Sequence[EventRow],
