@@ -1101,9 +1101,85 @@ done:
     return result;
 }
 
-/* seq_texts(rows, first): each row's text (rows of (kind, step, text), texts starting with "{") with "seq":N put
-   first, N counting from `first`: the text as stored and sent (rtxviz.store.rows.stored_texts); None when a row is
-   not of that form (the caller's Python then does it). */
+/* The stored text of one event: `text` (a str starting with "{") with "seq":N put first and every character past
+   ASCII written as its JSON escape (\u00e9; a pair of them past U+FFFF), so that the stored text is one byte a
+   character from here to the file: a str of wider characters costs the server a UTF-8 encoding at every bind and
+   twice the bytes in every join (~7% of its CPU for an mlp_train stream, whose node events carry backward rules
+   such as "dW = dY\u1d40 @ X"). The JSON is the same: outside strings JSON text is ASCII, and inside them an
+   escape reads as the character. NOT_TAKEN when `text` is not of that form (the caller's Python then does it). */
+static PyObject not_taken_sentinel;
+#define NOT_TAKEN (&not_taken_sentinel)
+
+static PyObject *seq_text(PyObject *text, long long seq) {
+    if (!PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) < 2 || PyUnicode_READ_CHAR(text, 0) != '{')
+        return NOT_TAKEN;
+    char prefix[40];
+    int plen = snprintf(prefix, sizeof(prefix), "{\"seq\":%lld,", seq);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text)) {
+        PyObject *s = PyUnicode_New(plen + len - 1, 127);
+        if (s == NULL) return NULL;
+        Py_UCS1 *out = PyUnicode_1BYTE_DATA(s);
+        memcpy(out, prefix, plen);
+        memcpy(out + plen, PyUnicode_1BYTE_DATA(text) + 1, len - 1);
+        return s;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t need = plen;
+    for (Py_ssize_t i = 1; i < len; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        need += ch < 0x80 ? 1 : ch < 0x10000 ? 6 : 12;
+    }
+    PyObject *s = PyUnicode_New(need, 127);
+    if (s == NULL) return NULL;
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(s);
+    memcpy(out, prefix, plen);
+    out += plen;
+    static const char hex[] = "0123456789abcdef";
+    for (Py_ssize_t i = 1; i < len; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch < 0x80) {
+            *out++ = (Py_UCS1)ch;
+            continue;
+        }
+        Py_UCS4 units[2] = {ch, 0};
+        int nunits = 1;
+        if (ch >= 0x10000) {
+            units[0] = 0xD800 + ((ch - 0x10000) >> 10);
+            units[1] = 0xDC00 + ((ch - 0x10000) & 0x3FF);
+            nunits = 2;
+        }
+        for (int u = 0; u < nunits; u++) {
+            *out++ = '\\';
+            *out++ = 'u';
+            for (int shift = 12; shift >= 0; shift -= 4) *out++ = (Py_UCS1)hex[(units[u] >> shift) & 0xF];
+        }
+    }
+    return s;
+}
+
+/* The texts of `rows` ((kind, step, text) tuples), seq from `seq` on (`seq_text`); NOT_TAKEN for a row not of that
+   form. */
+static PyObject *seq_text_list(PyObject *rows, long long seq) {
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++, seq++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        PyObject *s = PyTuple_CheckExact(row) && PyTuple_GET_SIZE(row) == 3 ? seq_text(PyTuple_GET_ITEM(row, 2), seq)
+                                                                            : NOT_TAKEN;
+        if (s == NULL || s == NOT_TAKEN) {
+            Py_DECREF(out);
+            return s;
+        }
+        PyList_SET_ITEM(out, i, s);
+    }
+    return out;
+}
+
+/* seq_texts(rows, first): each row's stored text (`seq_text`), N counting from `first` (rtxviz.store.rows.
+   stored_texts); None when a row is not of that form (the caller's Python then does it). */
 static PyObject *seq_texts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 2 || !PyList_CheckExact(args[0])) {
@@ -1112,37 +1188,96 @@ static PyObject *seq_texts(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
     long long seq = PyLong_AsLongLong(args[1]);
     if (seq == -1 && PyErr_Occurred()) return NULL;
-    PyObject *rows = args[0];
-    Py_ssize_t n = PyList_GET_SIZE(rows);
-    PyObject *out = PyList_New(n);
-    if (out == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++, seq++) {
-        PyObject *row = PyList_GET_ITEM(rows, i);
-        PyObject *text = PyTuple_CheckExact(row) && PyTuple_GET_SIZE(row) == 3 ? PyTuple_GET_ITEM(row, 2) : NULL;
-        if (text == NULL || !PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) < 2 ||
-            PyUnicode_READ_CHAR(text, 0) != '{') {
-            Py_DECREF(out);
-            Py_RETURN_NONE;
-        }
-        char prefix[40];
-        int plen = snprintf(prefix, sizeof(prefix), "{\"seq\":%lld,", seq);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(text);
-        PyObject *s = PyUnicode_New(plen + len - 1, PyUnicode_MAX_CHAR_VALUE(text));
-        if (s == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        int kind = PyUnicode_KIND(s);
-        void *data = PyUnicode_DATA(s);
-        for (int j = 0; j < plen; j++) PyUnicode_WRITE(kind, data, j, (Py_UCS4)(unsigned char)prefix[j]);
-        if (PyUnicode_CopyCharacters(s, plen, text, 1, len - 1) < 0) {
-            Py_DECREF(s);
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, s);
+    PyObject *out = seq_text_list(args[0], seq);
+    return out == NOT_TAKEN ? Py_NewRef(Py_None) : out;
+}
+
+/* 1: rows a and b ((kind, step, text) tuples) have the same kind and step; 0: not; -1: not of the form taken (a
+   kind that is not a str, a step neither an int nor None). */
+static int same_kind_and_step(PyObject *a, PyObject *b) {
+    PyObject *ka = PyTuple_GET_ITEM(a, 0), *kb = PyTuple_GET_ITEM(b, 0);
+    PyObject *sa = PyTuple_GET_ITEM(a, 1), *sb = PyTuple_GET_ITEM(b, 1);
+    if (!PyUnicode_CheckExact(ka) || !PyUnicode_CheckExact(kb)) return -1;
+    if ((sa != Py_None && !PyLong_CheckExact(sa)) || (sb != Py_None && !PyLong_CheckExact(sb))) return -1;
+    if (ka != kb && PyUnicode_Compare(ka, kb) != 0) return PyErr_Occurred() ? -1 : 0;
+    if (sa == Py_None || sb == Py_None) return sa == sb;
+    return PyObject_RichCompareBool(sa, sb, Py_EQ);
+}
+
+/* seq_pack(rows, first, run_id, packed_kinds, pack_max, sep) -> (texts, bindings): `seq_texts` and
+   rtxviz.store.sqlite.pack_rows in one pass, the same lists (tests/store/test_packed_rows.py compares them); None
+   for a batch it does not take (a row not of the form, a text holding `sep`): the caller's Python then does it,
+   and names what is wrong. */
+static PyObject *seq_pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyUnicode_CheckExact(args[2]) || !PyAnySet_Check(args[3]) ||
+        !PyUnicode_CheckExact(args[5]) || PyUnicode_GET_LENGTH(args[5]) != 1) {
+        PyErr_SetString(PyExc_TypeError, "seq_pack(rows: list, first: int, run_id: str, packed_kinds: frozenset, "
+                                         "pack_max: int, sep: str of one character)");
+        return NULL;
     }
-    return out;
+    PyObject *rows = args[0], *run_id = args[2], *packed = args[3], *sep = args[5];
+    long long first = PyLong_AsLongLong(args[1]);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t pack_max = PyLong_AsSsize_t(args[4]);
+    if (pack_max == -1 && PyErr_Occurred()) return NULL;
+    if (pack_max < 1) {
+        PyErr_SetString(PyExc_ValueError, "seq_pack: pack_max must be at least 1");
+        return NULL;
+    }
+    Py_UCS4 sep_char = PyUnicode_READ_CHAR(sep, 0);
+    PyObject *texts = seq_text_list(rows, first);
+    if (texts == NULL) return NULL;
+    if (texts == NOT_TAKEN) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    PyObject *flat = PyList_New(0), *result = NULL;
+    if (flat == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(texts, i);
+        Py_ssize_t at = PyUnicode_FindChar(t, sep_char, 0, PyUnicode_GET_LENGTH(t), 1);
+        if (at == -2) goto done;
+        if (at >= 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n;) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        Py_ssize_t j = i + 1;
+        int same = 0;
+        while (j < n && (same = same_kind_and_step(row, PyList_GET_ITEM(rows, j))) == 1) j++;
+        if (same < 0) {
+            if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+            goto done;
+        }
+        PyObject *kind = PyTuple_GET_ITEM(row, 0), *step = PyTuple_GET_ITEM(row, 1);
+        int pack = 0;
+        if (j - i > 1 && (pack = PySet_Contains(packed, kind)) < 0) goto done;
+        Py_ssize_t width = pack ? pack_max : 1;
+        for (Py_ssize_t start = i; start < j; start += width) {
+            Py_ssize_t stop = start + width < j ? start + width : j;
+            PyObject *body;
+            if (stop - start == 1) {
+                body = Py_NewRef(PyList_GET_ITEM(texts, start));
+            } else {
+                PyObject *part = PyList_GetSlice(texts, start, stop);
+                body = part == NULL ? NULL : PyUnicode_Join(sep, part);
+                Py_XDECREF(part);
+            }
+            PyObject *seq = body == NULL ? NULL : PyLong_FromLongLong(first + start);
+            int bad = seq == NULL || PyList_Append(flat, run_id) < 0 || PyList_Append(flat, seq) < 0 ||
+                      PyList_Append(flat, kind) < 0 || PyList_Append(flat, step) < 0 || PyList_Append(flat, body) < 0;
+            Py_XDECREF(seq);
+            Py_XDECREF(body);
+            if (bad) goto done;
+        }
+        i = j;
+    }
+    result = PyTuple_Pack(2, texts, flat);
+done:
+    Py_DECREF(texts);
+    Py_XDECREF(flat);
+    return result;
 }
 
 static PyMethodDef methods[] = {
@@ -1150,7 +1285,11 @@ static PyMethodDef methods[] = {
      "check(events, specs) -> [indices of the events not confirmed to match the spec of their kind] (pydantic\n"
      "decides those). specs: rtxviz.event_specs.SPECS."},
     {"seq_texts", (PyCFunction)(void (*)(void))seq_texts, METH_FASTCALL,
-     "seq_texts(rows, first) -> each row's text with \"seq\":N put first (None for a row it does not take)."},
+     "seq_texts(rows, first) -> each row's text with \"seq\":N put first and non-ASCII escaped (None for a row it\n"
+     "does not take)."},
+    {"seq_pack", (PyCFunction)(void (*)(void))seq_pack, METH_FASTCALL,
+     "seq_pack(rows, first, run_id, packed_kinds, pack_max, sep) -> (seq_texts(rows, first), the SQLite store's\n"
+     "row bindings: rtxviz.store.sqlite.pack_rows), or None for a batch it does not take."},
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(lines, specs, wanted, loads) -> (rows [(kind, step, text)], decoded [dict of the wanted fields or\n"
      "None]) for NDJSON lines read and checked straight from their bytes; None when any line is not confirmed."},

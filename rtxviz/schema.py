@@ -493,14 +493,28 @@ def scan_lines(source: bytes | list[bytes], fields: dict[str, tuple[str, ...]], 
 
 
 def seq_texts(rows: list, first: int) -> list[str] | None:
-    """Each ``(kind, step, text)`` row's text with ``"seq":N`` put first, N from `first` (compiled; the store's
-    `stored_texts`), or None when the compiled module is not built or a text does not start with ``{``.
+    """Each ``(kind, step, text)`` row's text with ``"seq":N`` put first, N from `first`, past-ASCII characters
+    escaped (compiled; the store's `stored_texts`), or None when the compiled module is not built or a text does
+    not start with ``{``.
 
     >>> got = seq_texts([("leaf", None, '{"kind":"leaf"}')], 7)
     >>> got is None or got == ['{"seq":7,"kind":"leaf"}']
     True
     """
     return None if _compiled is None else _compiled.seq_texts(rows, first)
+
+
+def seq_pack(rows: list, first: int, run_id: str, packed_kinds: frozenset[str], pack_max: int,
+             sep: str) -> tuple[list[str], list] | None:
+    """`seq_texts`, and the SQLite store's row bindings over them (``store.sqlite.pack_rows``), in one compiled
+    pass; None when the compiled module is not built or it does not take the batch (then the store's Python does).
+
+    >>> got = seq_pack([("node", 1, '{"a":1}'), ("node", 1, '{"b":2}')], 7, "r", frozenset({"node"}), 64, "|")
+    >>> got is None or got == (['{"seq":7,"a":1}', '{"seq":8,"b":2}'],
+    ...                        ["r", 7, "node", 1, '{"seq":7,"a":1}|{"seq":8,"b":2}'])
+    True
+    """
+    return None if _compiled is None else _compiled.seq_pack(rows, first, run_id, packed_kinds, pack_max, sep)
 
 
 class EventError(ValueError):

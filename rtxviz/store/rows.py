@@ -4,8 +4,8 @@
 meta, status, last step); `user_row` and the two messages are the accounts' shared pieces. SQLiteStore and
 PostgresStore differ in how they lock, number and write; what they store is computed here once.
 
->>> stored_texts([("leaf", None, '{"kind":"leaf"}'), ("node", 0, ' {"kind":"node"}')], 7)
-['{"seq":7,"kind":"leaf"}', '{"seq":8,"kind":"node"}']
+>>> stored_texts([("leaf", None, '{"kind":"leaf"}'), ("node", 0, ' {"kind":"node","rule":"Σ dY"}')], 7)
+['{"seq":7,"kind":"leaf"}', '{"seq":8,"kind":"node","rule":"\\\\u03a3 dY"}']
 >>> f = batch_facts([("run_start", None, '{"kind":"run_start","name":"demo"}'), ("node", 3, "{}")], None, None)
 >>> f.name, f.status, f.last_step, f.changed
 ('demo', 'running', 3, True)
@@ -14,6 +14,7 @@ PostgresStore differ in how they lock, number and write; what they store is comp
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -32,13 +33,37 @@ def use_seq_texts(fn: Callable[[list, int], list[str] | None]) -> None:
     _seq_texts = fn
 
 
+_NON_ASCII = re.compile("[^\x00-\x7f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def ascii_json(text: str) -> str:
+    """JSON `text` with every character past ASCII written as its escape (a pair of them past U+FFFF): the same
+    JSON (outside strings JSON text is ASCII; inside them an escape reads as its character), one byte a character.
+
+    >>> ascii_json('{"rule":"dW = dYᵀ @ X","emoji":"🙂"}')
+    '{"rule":"dW = dY\\\\u1d40 @ X","emoji":"\\\\ud83d\\\\ude42"}'
+    """
+    return text if text.isascii() else _NON_ASCII.sub(_escape, text)
+
+
 def stored_texts(events: Sequence[EventRow], first: int) -> list[str]:
-    """Each event's JSON text with ``"seq":N`` put first, N counting from `first` (the text as stored and sent)."""
+    """Each event's JSON text with ``"seq":N`` put first, N counting from `first`, and every character past ASCII
+    escaped (`ascii_json`): the text as stored and sent. A str of one byte a character is bound, joined and
+    written without a conversion: wider characters (a backward rule's ᵀ or Σ) made SQLite's whole ingest ~7%
+    dearer (benchmarks/README.md, fifteenth session)."""
     if _seq_texts is not None and type(events) is list:
         texts = _seq_texts(events, first)
         if texts is not None:
             return texts
-    return [f'{{"seq":{seq},{text[1:] if text[:1] == "{" else text.lstrip()[1:]}'
+    return [f'{{"seq":{seq},{ascii_json(text[1:] if text[:1] == "{" else text.lstrip()[1:])}'
             for seq, (_, _, text) in enumerate(events, first)]
 
 

@@ -266,5 +266,8 @@ def test_the_stored_texts_from_c_are_python_s() -> None:
     finally:
         rows._seq_texts = saved
     assert schema.seq_texts(events, 2**40) == python
+    assert all(t.isascii() for t in python)  # past-ASCII characters escaped: the same JSON
+    assert [json.loads(t) for t in python[:-1]] == [{"seq": 2**40 + i, **json.loads(t)}
+                                                    for i, t in enumerate(texts[:-1])]  # "{}" is no event
     assert schema.seq_texts([("node", 1, ' {"a":1}')], 1) is None  # not from a "{": Python's path
     assert schema.seq_texts([("node", 1)], 1) is None

@@ -32,10 +32,12 @@ from ...schema import MAX_NAME, EventError, validate_batch
 from ...store import AppendsInChunks, EventRow, RunStore, StoreError, StoreForbidden
 from ...store.history import FIELDS as HISTORY_FIELDS
 from ...store.rows import use_seq_texts
+from ...store.sqlite import use_seq_pack
 from ..deps import HubDep, IngestSlotsDep, Principal, PrincipalDep, Settings, SettingsDep, StoreDep
 from ..hub import Hub
 
 use_seq_texts(schema.seq_texts)  # the stored texts built in C (None without the compiled module: Python's)
+use_seq_pack(schema.seq_pack)  # and SQLite's rows with them, in one pass
 
 router = APIRouter(tags=["ingest"])
 
