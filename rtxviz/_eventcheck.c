@@ -1107,6 +1107,7 @@ done:
    twice the bytes in every join (~7% of its CPU for an mlp_train stream, whose node events carry backward rules
    such as "dW = dY\u1d40 @ X"). The JSON is the same: outside strings JSON text is ASCII, and inside them an
    escape reads as the character. NOT_TAKEN when `text` is not of that form (the caller's Python then does it). */
+/* compared by address only: never returned to Python, never counted */
 static PyObject not_taken_sentinel;
 #define NOT_TAKEN (&not_taken_sentinel)
 
@@ -1129,6 +1130,7 @@ static PyObject *seq_text(PyObject *text, long long seq) {
     Py_ssize_t need = plen;
     for (Py_ssize_t i = 1; i < len; i++) {
         Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch >= 0xD800 && ch <= 0xDFFF) return NOT_TAKEN; /* a lone surrogate: Python's path refuses it */
         need += ch < 0x80 ? 1 : ch < 0x10000 ? 6 : 12;
     }
     PyObject *s = PyUnicode_New(need, 127);
@@ -1205,12 +1207,12 @@ static int same_kind_and_step(PyObject *a, PyObject *b) {
 }
 
 /* seq_pack(rows, first, run_id, packed_kinds, pack_max, sep) -> (texts, bindings): `seq_texts` and
-   rtxviz.store.sqlite.pack_rows in one pass, the same lists (tests/store/test_packed_rows.py compares them); None
+   rtxviz.store.sqlite.pack_rows in one pass, the same lists (tests/store/test_compiled_pack.py compares them); None
    for a batch it does not take (a row not of the form, a text holding `sep`): the caller's Python then does it,
    and names what is wrong. */
 static PyObject *seq_pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyUnicode_CheckExact(args[2]) || !PyAnySet_Check(args[3]) ||
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyUnicode_CheckExact(args[2]) || !PyFrozenSet_CheckExact(args[3]) ||
         !PyUnicode_CheckExact(args[5]) || PyUnicode_GET_LENGTH(args[5]) != 1) {
         PyErr_SetString(PyExc_TypeError, "seq_pack(rows: list, first: int, run_id: str, packed_kinds: frozenset, "
                                          "pack_max: int, sep: str of one character)");
@@ -1252,6 +1254,8 @@ static PyObject *seq_pack(PyObject *self, PyObject *const *args, Py_ssize_t narg
         }
         PyObject *kind = PyTuple_GET_ITEM(row, 0), *step = PyTuple_GET_ITEM(row, 1);
         int pack = 0;
+        /* j - i > 1: same_kind_and_step found `kind` an exact str, and `packed` is an exact frozenset, so the
+           lookup runs no Python code that could change `rows` under the borrowed pointers */
         if (j - i > 1 && (pack = PySet_Contains(packed, kind)) < 0) goto done;
         Py_ssize_t width = pack ? pack_max : 1;
         for (Py_ssize_t start = i; start < j; start += width) {

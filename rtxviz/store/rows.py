@@ -38,6 +38,8 @@ _NON_ASCII = re.compile("[^\x00-\x7f]")
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
+    if 0xD800 <= code <= 0xDFFF:
+        raise ValueError(f"stored text: a lone surrogate (U+{code:04X}) is not text; it cannot be stored as UTF-8")
     if code < 0x10000:
         return f"\\u{code:04x}"
     code -= 0x10000
@@ -47,6 +49,7 @@ def _escape(match: re.Match[str]) -> str:
 def ascii_json(text: str) -> str:
     """JSON `text` with every character past ASCII written as its escape (a pair of them past U+FFFF): the same
     JSON (outside strings JSON text is ASCII; inside them an escape reads as its character), one byte a character.
+    A lone surrogate (a str that is not text) raises ValueError, as binding it as UTF-8 did.
 
     >>> ascii_json('{"rule":"dW = dYᵀ @ X","emoji":"🙂"}')
     '{"rule":"dW = dY\\\\u1d40 @ X","emoji":"\\\\ud83d\\\\ude42"}'

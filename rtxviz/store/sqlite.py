@@ -193,7 +193,7 @@ def packed_batch(run_id: str, first: int, events: Sequence[EventRow]) -> tuple[l
     >>> rows
     ['r', 3, 'node', 0, '{"seq":3,"a":1}\\x1e{"seq":4,"b":"\\\\u03a3"}']
     """
-    if _seq_pack is not None and type(events) is list:
+    if _seq_pack is not None and type(events) is list and type(run_id) is str and 0 < first < 2**62:
         got = _seq_pack(events, first, run_id, PACKED_KINDS, PACK_MAX, PACK_SEP)
         if got is not None:
             return got
@@ -397,7 +397,9 @@ class SQLiteStore:
                any_run: bool = False) -> tuple[int, list[str]]:
         """Append `(kind, step, json_text)` events to a run (created if new); returns (first seq, stored texts).
 
-        The stored text is the event's JSON with ``"seq":N`` put first. `dropped` is the emitter's running total
+        The stored text is the event's JSON with ``"seq":N`` put first and every character past ASCII escaped
+        (`rows.ascii_json`: the same JSON). A text holding U+001E (`pack_rows`) or a lone surrogate raises
+        ValueError before anything else is checked, and nothing is stored. `dropped` is the emitter's running total
         of dropped events (kept as the run's maximum). A new run is `owner`'s; another user's run raises
         `StoreForbidden` unless `any_run` (see `RunStore.append`).
         """

@@ -34,6 +34,11 @@ def event(kind: str, step: int | None, note: str) -> tuple[str, int | None, str]
 EVENTS = st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from([None, 0, 1, 2**40]), TEXT), max_size=150)
 
 
+def fresh(kind: str, step: int | None) -> tuple[str, int | None]:
+    """A new str and int per row, as the server's scan makes them: equal rows that are not the same objects."""
+    return "".join(list(kind)), None if step is None else int(str(step))
+
+
 @contextmanager
 def python_only() -> Iterator[None]:
     """The store's own Python for the stored texts and rows, as without the compiled module."""
@@ -54,7 +59,7 @@ def python_pack(run_id: str, first: int, events: list) -> tuple[list[str], list]
 @settings(max_examples=300, deadline=None)
 @given(EVENTS, st.sampled_from([1, 7, 2**40]))
 def test_the_compiled_rows_are_python_s(spec: list, first: int) -> None:
-    events = [event(k, s, n) for k, s, n in spec]
+    events = [event(*fresh(k, s), n) for k, s, n in spec]
     got = schema.seq_pack(events, first, "run-é", PACKED_KINDS, PACK_MAX, PACK_SEP)
     assert got == python_pack("run-é", first, events)
 
@@ -71,13 +76,14 @@ def test_a_stored_text_is_ascii_and_the_event_as_sent(spec: list) -> None:
         assert json.loads(text) == {"seq": seq, **json.loads(sent)}
 
 
-def test_a_long_run_of_one_kind_splits_at_pack_max() -> None:
-    events = [event("grad", 3, "Σ") for _ in range(2 * PACK_MAX + 1)]
+@pytest.mark.parametrize("extra", [1, 6])
+def test_a_long_run_of_one_kind_splits_at_pack_max(extra: int) -> None:
+    events = [event(*fresh("grad", 3), "Σ") for _ in range(2 * PACK_MAX + extra)]
     got = schema.seq_pack(events, 1, "r", PACKED_KINDS, PACK_MAX, PACK_SEP)
     assert got is not None
     texts, flat = got
     bodies = flat[4::5]
-    assert [b.count(PACK_SEP) + 1 for b in bodies] == [PACK_MAX, PACK_MAX, 1]
+    assert [b.count(PACK_SEP) + 1 for b in bodies] == [PACK_MAX, PACK_MAX, extra]
     assert flat[1::5] == [1, 1 + PACK_MAX, 1 + 2 * PACK_MAX]
     assert (texts, flat) == python_pack("r", 1, events)
 
@@ -88,13 +94,49 @@ def test_a_long_run_of_one_kind_splits_at_pack_max() -> None:
     [("node", True, '{"a":1}'), ("node", 1, '{"a":1}')],  # a step that is not an int
     [(b"node", 1, '{"a":1}'), ("node", 1, '{"a":1}')],  # a kind that is not a str
     [("node", 1)],
+    [("node", 1, '{"a":"\ud800"}')],  # a lone surrogate: Python's path refuses it
 ])
 def test_what_the_compiled_pass_does_not_take_is_left_to_python(events: list) -> None:
     assert schema.seq_pack(events, 1, "r", PACKED_KINDS, PACK_MAX, PACK_SEP) is None
 
 
+def test_the_compiled_pass_takes_only_a_frozenset_of_kinds() -> None:
+    with pytest.raises(TypeError, match="seq_pack"):
+        schema.seq_pack([("node", 1, '{"a":1}')], 1, "r", set(PACKED_KINDS), PACK_MAX, PACK_SEP)  # type: ignore
+
+
+@pytest.fixture
+def compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store with the compiled texts and rows, as the server has it (restored after the test)."""
+    monkeypatch.setattr(sqlite, "_seq_pack", schema.seq_pack)
+    monkeypatch.setattr(rows, "_seq_texts", schema.seq_texts)
+
+
+@pytest.mark.usefixtures("compiled")
+def test_a_lone_surrogate_is_refused_and_stores_nothing(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "a.db"))
+    try:
+        store.append("r", None, [event("node", 0, "ok")])
+        with pytest.raises(ValueError, match="lone surrogate"):
+            store.append("r", None, [event("node", 0, "x"), ("grad", 0, '{"kind":"grad","a":"\ud800"}')])
+        assert [seq for seq, _ in store.events("r")] == [1]
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("compiled")
+def test_a_run_id_that_is_not_a_str_is_left_to_python() -> None:
+    class Name(str):
+        pass
+
+    events = [event("node", 0, "a"), event("node", 0, "b")]
+    got = sqlite.packed_batch(Name("r"), 1, events)
+    with python_only():
+        assert got == sqlite.packed_batch(Name("r"), 1, events)
+
+
+@pytest.mark.usefixtures("compiled")
 def test_a_text_holding_the_separator_is_refused_by_name_and_stores_nothing(tmp_path: Path) -> None:
-    sqlite.use_seq_pack(schema.seq_pack)
     store = SQLiteStore(str(tmp_path / "a.db"))
     try:
         store.append("r", None, [event("node", 0, "ok")])
@@ -113,15 +155,14 @@ def file_rows(path: Path) -> list[tuple]:
         con.close()
 
 
+@pytest.mark.usefixtures("compiled")
 def test_the_store_writes_the_same_file_either_way(tmp_path: Path) -> None:
     events = [event(k, s, n) for k, s, n in [("step_begin", 0, ""), ("node", 0, "dW = dYᵀ @ X"),
                                              ("node", 0, "Σ dY"), ("grad", 0, "🙂"), ("grad", 0, ""),
                                              ("leaf_grad", 0, "é"), ("step_end", 0, "")]]
+    assert schema.seq_pack(events, 1, "r", PACKED_KINDS, PACK_MAX, PACK_SEP) is not None  # not Python's path
     answers = {}
     for name in ("compiled", "python"):
-        if name == "compiled":
-            sqlite.use_seq_pack(schema.seq_pack)
-            rows.use_seq_texts(schema.seq_texts)
         store = SQLiteStore(str(tmp_path / f"{name}.db"))
         try:
             if name == "python":
