@@ -1101,16 +1101,18 @@ done:
     return result;
 }
 
+/* What the builders below answer for input they leave to the caller's Python. Compared by address only: never
+   returned to Python, never counted. */
+static PyObject not_taken_sentinel;
+#define NOT_TAKEN (&not_taken_sentinel)
+
 /* The stored text of one event: `text` (a str starting with "{") with "seq":N put first and every character past
    ASCII written as its JSON escape (\u00e9; a pair of them past U+FFFF), so that the stored text is one byte a
    character from here to the file: a str of wider characters costs the server a UTF-8 encoding at every bind and
    twice the bytes in every join (~7% of its CPU for an mlp_train stream, whose node events carry backward rules
    such as "dW = dY\u1d40 @ X"). The JSON is the same: outside strings JSON text is ASCII, and inside them an
-   escape reads as the character. NOT_TAKEN when `text` is not of that form (the caller's Python then does it). */
-/* compared by address only: never returned to Python, never counted */
-static PyObject not_taken_sentinel;
-#define NOT_TAKEN (&not_taken_sentinel)
-
+   escape reads as the character. NOT_TAKEN when `text` is not of that form or holds a lone surrogate (the caller's
+   Python then does it, and refuses the surrogate). */
 static PyObject *seq_text(PyObject *text, long long seq) {
     if (!PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) < 2 || PyUnicode_READ_CHAR(text, 0) != '{')
         return NOT_TAKEN;
@@ -1212,8 +1214,8 @@ static int same_kind_and_step(PyObject *a, PyObject *b) {
    and names what is wrong. */
 static PyObject *seq_pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyUnicode_CheckExact(args[2]) || !PyFrozenSet_CheckExact(args[3]) ||
-        !PyUnicode_CheckExact(args[5]) || PyUnicode_GET_LENGTH(args[5]) != 1) {
+    if (nargs != 6 || !PyList_CheckExact(args[0]) || !PyUnicode_CheckExact(args[2]) ||
+        !PyFrozenSet_CheckExact(args[3]) || !PyUnicode_CheckExact(args[5]) || PyUnicode_GET_LENGTH(args[5]) != 1) {
         PyErr_SetString(PyExc_TypeError, "seq_pack(rows: list, first: int, run_id: str, packed_kinds: frozenset, "
                                          "pack_max: int, sep: str of one character)");
         return NULL;

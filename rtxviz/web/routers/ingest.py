@@ -2,7 +2,8 @@
 
 Two body formats:
 - ``application/x-ndjson`` (what `watch` sends): one event per line; run name and drop count in the query
-  (``?name=...&dropped=N``). Lines are stored as sent, so nothing is re-encoded.
+  (``?name=...&dropped=N``). Lines are stored as sent, never decoded and re-encoded (the store only puts the
+  seq first and escapes characters past ASCII: `rtxviz.store.rows.stored_texts`).
 - ``application/json``: ``{"events": [...], "name": ..., "dropped": N}``.
 
 Answers 200 ``{"run_id", "first_seq", "count"}`` once committed; 413 for a body, line or batch over the bounds;
@@ -116,7 +117,8 @@ def _parse_ndjson(body: bytes, s: Settings, fields: dict[str, tuple[str, ...]] =
     """The rows to store and the events decoded (the store's history reads those: no event is decoded twice).
 
     One event per line, each line on its own strict JSON: an event split over two lines, or two events on one
-    line, is refused, never joined into something else. Lines are stored as sent (stripped).
+    line, is refused, never joined into something else. Lines are stored as sent (stripped; the store puts the
+    seq first and escapes characters past ASCII).
 
     The server's hot path: the compiled scan (`schema.scan_lines`, rtxviz/_eventcheck.c) reads and checks every
     line straight from its bytes and decodes only `fields`, those the store's history reads as it stores
