@@ -26,7 +26,7 @@ export interface SavedRow {
   shape: number[];
   dtype: string;
   /** Counted in this node's activation bytes: not a leaf (a parameter or data input is held anyway) and not an
-   * alias of a buffer saved before (counted where it was first saved). */
+   * alias of a buffer saved before (counted where it was first saved in this step, or held across steps). */
   counted: boolean;
   /** Why not counted, or null. */
   note: string | null;
@@ -50,8 +50,12 @@ export function savedRows(n: GNode, g: StepGraph): SavedRow[] {
     if (leaf) note = input.kind === "param" ? "a parameter: held anyway" : "a leaf (data): held anyway";
     else if (t.alias) {
       const k = nodeKeyOf(g, t.alias.node);
-      const where = k === n.key ? "this node's" : k ? `${g.nodes.get(k)?.op ?? "node"} #${t.alias.node}'s` : `node #${t.alias.node}'s`;
-      note = `same buffer as ${where} ${slotName(t.alias.role, t.alias.index)}`;
+      const slot = slotName(t.alias.role, t.alias.index);
+      // a node this step did not record saved the buffer first: it outlived that step (data, a cache), so it is
+      // no activation of this one, and the node it names is on no page of this step
+      note = k === n.key ? `same buffer as this node's ${slot}`
+        : k ? `same buffer as ${g.nodes.get(k)?.op ?? "node"} #${t.alias.node}'s ${slot}`
+        : `held across steps: first saved as node #${t.alias.node}'s ${slot}, before this step`;
     }
     const of = input ? (input.kind === "op" ? `${input.op} #${input.id}` : input.name ?? input.kind) : "";
     return { slot: slotName(t.role, t.index), of, bytes: t.bytes, shape: t.shape, dtype: t.dtype, counted: note === null, note };

@@ -44,6 +44,16 @@ test("activation bytes leave out leaves and aliases; the rows say why", () => {
   assert.deepEqual(rows.map((r) => [r.slot, r.counted]), [["input 0", false], ["input 1", false]]);
   assert.match(rows[0].note!, /same buffer as exp #2's output/);
   assert.match(savedRows(by(1), g)[0].note!, /parameter/);
+  // a buffer first saved in an earlier step (node 90 is not in this step): held across steps, not counted here
+  g.apply(ev("node", { id: 91, op: "cross_entropy", inputs: [{ node: 3 }], shape: [], dtype: "float32", device: "cpu",
+    saved_bytes: 96, saved: [
+      { role: "input", index: 0, bytes: 64, shape: [4, 4], dtype: "float32", alias: { node: 3, role: "input", index: 0 } },
+      { role: "state", index: 1, bytes: 32, shape: [4], dtype: "int64", alias: { node: 90, role: "state", index: 1 } }] }));
+  const across = savedRows(by(91), g);
+  assert.deepEqual(across.map((r) => r.counted), [false, false]);
+  assert.match(across[0].note!, /^same buffer as mul #3's input 0$/);
+  assert.equal(across[1].note, "held across steps: first saved as node #90's state 1, before this step");
+  assert.equal(activationBytes(by(91), g), 0);
   // an event without the list counts its saved_bytes
   const bare = { ...by(2), saved: null, savedBytes: 100 };
   assert.equal(activationBytes(bare, g), 100);
