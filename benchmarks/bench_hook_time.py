@@ -37,7 +37,11 @@ _ARGS = sys.argv[1:] if __name__ == "__main__" else []
 _THREADS = _take(_ARGS, "--threads", None)
 if _THREADS is None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-elif _THREADS != "default":
+elif _THREADS == "default":
+    # empty, not unset: bench_events (imported below) sets one thread when the variable is unset, and an empty
+    # one is OpenBLAS's own default (until the sixteenth session this script measured one thread here)
+    os.environ["OPENBLAS_NUM_THREADS"] = ""
+else:
     os.environ["OPENBLAS_NUM_THREADS"] = _THREADS
 
 
@@ -101,7 +105,7 @@ def main(rounds: int, steps: int) -> None:
                 per[kind][name].append(spent[name] / steps)
             per[kind]["all"].append(sum(spent.values()) / steps)
     use("compiled")
-    print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset (OpenBLAS default)')}; "
+    print(f"# OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS') or 'unset or empty (OpenBLAS default)'}; "
           f"{rounds} rounds of {steps} steps each; us per mlp_train step inside each entry point, median of rounds")
     print(f"  {'entry point':22s} {'python':>9s} {'compiled':>9s}")
     for name in (*ENTRY_POINTS, "all"):
