@@ -35,7 +35,8 @@ EVENTS = st.lists(st.tuples(st.sampled_from(KINDS), st.sampled_from([None, 0, 1,
 
 
 def fresh(kind: str, step: int | None) -> tuple[str, int | None]:
-    """A new str and int per row, as the server's scan makes them: equal rows that are not the same objects."""
+    """The row's kind and step as the server's scan makes them: a new str per row (equal, not the same object), and
+    an int that is new past CPython's small-int cache (2**40 here) and the shared one below it (0, 1, 2)."""
     return "".join(list(kind)), None if step is None else int(str(step))
 
 
