@@ -40,7 +40,8 @@ class TensorDataset(Dataset):
         self.tensors = tensors
 
     def __getitem__(self, index: Any) -> tuple[Tensor, ...]:
-        return tuple(Tensor._wrap(t.data[index]) for t in self.tensors)
+        # a row of a 1-D tensor is a numpy scalar, not an array: keep it a 0-d array of the tensor's kind
+        return tuple(Tensor._wrap(t.xp.asarray(t.data[index])) for t in self.tensors)
 
     def take(self, indices: Any) -> tuple[Tensor, ...]:
         """Rows `indices` (a numpy int array) of every tensor, each as one batched Tensor."""

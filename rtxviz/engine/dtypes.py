@@ -60,5 +60,19 @@ def as_dtype(dtype: Any, where: str = "dtype") -> np.dtype:
     return dt
 
 
+def device_or_dtype(device: Any, dtype: Any) -> tuple[Any, Any]:
+    """`to(device, dtype)`'s two arguments with a dtype given first moved into place, as PyTorch's
+    ``t.to(torch.float64)``: (None, that dtype). A device, or a dtype given by name, stays where it is.
+
+    >>> device_or_dtype(float64, None), device_or_dtype("float64", None), device_or_dtype("cpu", None)
+    ((None, dtype('float64')), (None, dtype('float64')), ('cpu', None))
+    """
+    if dtype is None and device is not None and (
+            isinstance(device, np.dtype) or (isinstance(device, type) and issubclass(device, np.generic))
+            or (isinstance(device, str) and device in _BY_NAME)):
+        return None, device
+    return device, dtype
+
+
 def is_float(dtype: np.dtype) -> bool:
     return dtype == float32 or dtype == float64

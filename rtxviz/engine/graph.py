@@ -8,6 +8,7 @@ unless `retain_graph=True`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -458,7 +459,8 @@ class BackwardFunction:
     `backward` receives the output gradient as a plain Tensor and returns one Tensor (or None) per input.
     Saved tensors live on the instance (as the spec's `MatMulBackward { a, b }`) or in `self.ctx`
     (`ctx.save_for_backward`). Optionally implement `forward(ctx, *tensors)` and call the instance on
-    Variables, like a built-in op. Set `differentiable = True` when backward is written with Variable-safe
+    Variables, like a built-in op: each call runs on a shallow copy of the instance with a ctx of its own, so one
+    instance may be called any number of times. Set `differentiable = True` when backward is written with Variable-safe
     ops and may itself be differentiated (create_graph); otherwise differentiating it twice raises.
 
     >>> class Square(BackwardFunction):
@@ -488,17 +490,20 @@ class BackwardFunction:
         raise NotImplementedError(f"{self.name}: implement backward(grad_output)")
 
     def __call__(self, *inputs: Any) -> Any:
-        if "ctx" not in self.__dict__:
-            self.ctx = BackwardContext()
+        # Each call records its own node, so it runs on its own shallow copy with a fresh ctx: an instance called
+        # twice (``f(x); f(w)``) must not hand the first node the second call's saved tensors. The instance's
+        # `ctx` is the latest call's, to inspect.
+        fn = copy.copy(self)
+        fn.ctx = self.ctx = BackwardContext()
         ins = [as_tensor_like(x, inputs[0] if isinstance(inputs[0], Tensor) else None) for x in inputs]
         # A differentiable function sees the Variables themselves (its saved tensors keep their graph links,
         # so a second derivative flows through them); any other sees plain Tensors.
         args = ins if self.differentiable else [t.tensor for t in ins]
         with no_grad():
-            out = self.forward(self.ctx, *args)
+            out = fn.forward(fn.ctx, *args)
         if not isinstance(out, Tensor):
             raise TypeError(f"{self.name}.forward must return a Tensor, got {type(out).__name__}")
-        return record_operation(ins, out, self)
+        return record_operation(ins, out, fn)
 
 
 def record_operation(inputs: Sequence[Any], output: Any, backward_fn: BackwardFunction) -> Any:

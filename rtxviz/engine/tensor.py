@@ -23,7 +23,7 @@ import numpy as np
 from . import hooks as _hooks
 from . import random as _random
 from .device import CPU, Device, as_device, device_of, get_default_device, to_device, xp_of
-from .dtypes import as_dtype, float32, get_default_dtype, int64
+from .dtypes import as_dtype, device_or_dtype, float32, get_default_dtype, int64
 from .errors import DimError, DTypeError, ShapeError
 
 if TYPE_CHECKING:  # names in the declared signatures of the op methods (the class's generated block)
@@ -213,7 +213,9 @@ class Tensor:
         return self._host().tolist()
 
     def to(self, device: Device | str | None = None, dtype: Any = None) -> Tensor:
-        """A copy on `device` and/or with `dtype` (self when nothing changes)."""
+        """A copy on `device` and/or with `dtype` (self when nothing changes); a dtype may come first, as
+        ``t.to(rtxviz.float64)``."""
+        device, dtype = device_or_dtype(device, dtype)
         arr = self.data
         if device is not None:
             arr = to_device(arr, as_device(device))
@@ -439,16 +441,16 @@ class Tensor:
         def chunk(x: Any, chunks: int, dim: int = 0) -> tuple:
             """At most `chunks` equal pieces along `dim` (PyTorch: each of ceil(size / chunks); maybe fewer)."""
 
-        def clamp(x: Any, min: builtins.float | None = None, max: builtins.float | None = None) -> Any:
-            ...
+        def clamp(x: Any, min: Any = None, max: Any = None) -> Any:
+            """x limited to [min, max]; either bound may be a number or a tensor (broadcast against x)."""
 
-        def clamp_(x: Tensor, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:
+        def clamp_(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
             """x clamped into [min, max], in place."""
 
-        def clip(x: Any, min: builtins.float | None = None, max: builtins.float | None = None) -> Any:
-            ...
+        def clip(x: Any, min: Any = None, max: Any = None) -> Any:
+            """x limited to [min, max]; either bound may be a number or a tensor (broadcast against x)."""
 
-        def clip_(x: Tensor, min: builtins.float | None = None, max: builtins.float | None = None) -> Tensor:
+        def clip_(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
             """x clamped into [min, max], in place."""
 
         def clone(x: Any) -> Any:

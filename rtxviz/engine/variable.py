@@ -18,8 +18,21 @@ from . import hooks as _hooks
 from .backward import RetainGrad, run_backward
 from .device import Device
 from .dtypes import is_float
-from .errors import DTypeError, GraphError
+from .errors import DeviceError, DTypeError, GraphError, ShapeError
 from .tensor import Tensor, _to_array
+
+
+def _check_grad(v: Any, value: Any) -> None:
+    """A gradient assigned to ``v.grad`` must be a tensor of v's shape and device (as in PyTorch): an optimizer would
+    otherwise fail part-way through its step, or broadcast the update into the wrong shape. Another float dtype is
+    let through (unlike PyTorch): the optimizers cast it to the parameter's, as they always have."""
+    what = f"Variable.grad{' of `' + v.name + '`' if getattr(v, 'name', None) else ''}"
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{what}: assign a Tensor or None, got {type(value).__name__}")
+    if value.shape != v.shape:
+        raise ShapeError(f"{what}: the assigned gradient has shape {tuple(value.shape)}, the tensor {tuple(v.shape)}")
+    if value.device != v.device:
+        raise DeviceError(f"{what}: the assigned gradient is on {value.device}, the tensor on {v.device}")
 
 
 class Variable(Tensor):
@@ -56,6 +69,8 @@ class Variable(Tensor):
 
     @grad.setter
     def grad(self, value: Variable | None) -> None:
+        if value is not None:
+            _check_grad(self, value)
         self._grad = value
         if _hooks.TRACING:  # the graph cache's capture must see `p.grad = None` even when it was None already
             _hooks.trace("grad_assigned", variable=self, value=value)

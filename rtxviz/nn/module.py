@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import hooks as _hooks
+from ..engine.dtypes import device_or_dtype
 from ..engine.errors import DTypeError, RtxvizError
 from ..engine.grad_mode import STATE as _GRAD_STATE
 from ..engine.tensor import Tensor
@@ -483,6 +484,7 @@ class Module:
         >>> Linear(2, 2).to(dtype="float64").weight.dtype.name
         'float64'
         """
+        device, dtype = device_or_dtype(device, dtype)  # Module.to(rtxviz.float64), as PyTorch's
         for p in self.parameters():
             p.data = Tensor._wrap(p.data).to(device, dtype if p.data.dtype.kind == "f" else None).data
             if p.grad is not None:

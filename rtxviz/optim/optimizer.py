@@ -29,6 +29,24 @@ def ends_with_add_update(update: Any) -> Any:
     return update
 
 
+class ParamState(dict):
+    """The per-parameter state: keyed by id(param) (what the update loop looks up), and readable by the parameter
+    itself too, as PyTorch's ``opt.state[p]["step"]`` and ``p in opt.state``.
+
+    >>> st = ParamState(); key = object(); st[id(key)] = {"step": 3}
+    >>> st[key]["step"], key in st, object() in st
+    (3, True, False)
+    """
+
+    def __missing__(self, key: Any) -> Any:
+        if type(key) is not int and dict.__contains__(self, id(key)):
+            return dict.__getitem__(self, id(key))
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or (type(key) is not int and dict.__contains__(self, id(key)))
+
+
 class Optimizer:
     """Holds `param_groups` (a list of dicts: "params" plus hyperparameters) and `state` (per parameter).
 
@@ -39,7 +57,7 @@ class Optimizer:
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = []
-        self.state: dict[int, dict[str, Any]] = {}  # id(param) -> state
+        self.state: dict[int, dict[str, Any]] = ParamState()  # id(param) -> state
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -207,7 +225,7 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: group {i} has {len(saved['params'])} "
                                  f"parameters in the state but {len(mine['params'])} here")
         params = self._params()
-        self.state = {}
+        self.state = ParamState()
         for key, st in state_dict["state"].items():
             p = params[int(key)]
             self.state[id(p)] = {name: self._restored(name, v, p, key) for name, v in st.items()}

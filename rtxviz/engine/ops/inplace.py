@@ -110,9 +110,9 @@ def div_(x: Tensor, other: Any) -> Tensor:
 
 
 @tensor_method("clamp_", "clip_")
-def clamp_(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
+def clamp_(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """x clamped into [min, max], in place."""
-    return _apply_inplace(x, "clamp_", lambda s: _u.clamp(s, min, max))
+    return _apply_inplace(x, "clamp_", lambda s: _u.clamp(s, min, max), min, max)
 
 
 @tensor_method("masked_fill_")

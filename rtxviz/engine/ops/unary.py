@@ -559,10 +559,35 @@ class Clamp(Elementwise):
 
 @tensor_method("clamp", "clip")
 @implements(Clamp)
-def clamp(x: Any, min: float | None = None, max: float | None = None) -> Any:
+def clamp(x: Any, min: Any = None, max: Any = None) -> Any:
+    """x limited to [min, max]; either bound may be a number or a tensor (broadcast against x).
+
+    With tensor bounds the gradient goes where the value came from, as in PyTorch: to x where
+    min <= x <= max, to min where x < min, to max where x > max (two `where`s).
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.from_slice([-2.0, 0.5, 3.0], [3]).clamp(min=Tensor.from_slice([-1.0, 0.0, 0.0], [3]), max=2.0).tolist()
+    [-1.0, 0.5, 2.0]
+    """
     if min is None and max is None:
         raise ValueError("clamp: give at least one of min and max")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        from .index import where  # index imports this module
+
+        out = x
+        if min is not None:
+            out = where(_below(x, min), min, out)
+        if max is not None:
+            out = where(_below(max, out), max, out)
+        return out
     return unary(Clamp, x, {"min": min, "max": max})
+
+
+def _below(a: Any, b: Any) -> Tensor:
+    """The mask a < b as a plain bool Tensor (no graph: a comparison has no gradient)."""
+    av = a.data if isinstance(a, Tensor) else a
+    bv = b.data if isinstance(b, Tensor) else b
+    return Tensor._wrap(xp_of(av if isinstance(a, Tensor) else bv).less(av, bv))
 
 
 class MinimumScalar(Elementwise):

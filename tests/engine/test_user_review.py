@@ -1,0 +1,135 @@
+"""Defects a try-as-a-PyTorch-user review found (eighteenth session), each reproduced here before its fix.
+
+Expected numbers are closed forms (what PyTorch 2.13 gives for the same calls, checked by hand in float64).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rtxviz
+from rtxviz import BackwardFunction, ShapeError, Tensor, Variable, nn, optim
+from rtxviz.data import TensorDataset
+
+
+def _leaf(values: list[float]) -> Variable:
+    return Variable(np.asarray(values, dtype=np.float64), requires_grad=True)
+
+
+# -- casts to an integer or bool dtype end the graph ---------------------------------------------------------------
+@pytest.mark.parametrize(("cast", "constant"), [(lambda v: v.long(), [1.0, 2.0]),
+                                                (lambda v: v.to(dtype="int64"), [1.0, 2.0]),
+                                                (lambda v: v.to(dtype="bool"), [1.0, 1.0])],
+                         ids=["long()", "to(int64)", "to(bool)"])
+def test_a_cast_to_a_non_float_dtype_carries_no_gradient(cast: object, constant: list[float]) -> None:
+    x = _leaf([1.5, 2.5])
+    i = cast(x)  # type: ignore[operator]
+    assert not i.requires_grad and getattr(i, "grad_fn", None) is None
+    (i.to(dtype="float64") * x).sum().backward()
+    # d/dx of (c(x) * x) is c(x): the cast value is a constant (PyTorch: [1, 2] for long, [1, 1] for bool)
+    assert x.grad.tolist() == constant
+
+
+def test_a_cast_between_float_dtypes_still_carries_the_gradient() -> None:
+    x = _leaf([1.5, 2.5])
+    y = x.to(dtype="float32")
+    assert y.requires_grad
+    (y * 2).sum().backward()
+    assert x.grad.dtype == np.float64 and x.grad.tolist() == [2.0, 2.0]
+
+
+def test_to_takes_a_dtype_as_its_first_argument() -> None:
+    x = _leaf([1.5, 2.5])
+    assert x.to(rtxviz.float32).dtype == np.float32
+    assert Tensor.from_slice([1.0], [1]).to(rtxviz.float64).dtype == np.float64
+    assert nn.Linear(2, 2).to(rtxviz.float64).weight.dtype == np.float64
+    with pytest.raises(Exception, match="cpu"):
+        x.to("nowhere")
+
+
+# -- clamp with tensor bounds ---------------------------------------------------------------------------------------
+def test_clamp_takes_tensor_bounds_and_sends_the_gradient_to_the_chosen_side() -> None:
+    x = _leaf([-2.0, 0.5, 3.0, 1.0])
+    lo = _leaf([-1.0, 0.0, 0.0, 1.0])  # the last: x == min, where the gradient goes to x (as PyTorch's)
+    hi = _leaf([2.0, 2.0, 2.0, 2.0])
+    y = x.clamp(min=lo, max=hi)
+    assert y.tolist() == [-1.0, 0.5, 2.0, 1.0]
+    (y * Tensor(np.array([1.0, 2.0, 3.0, 4.0]))).sum().backward()
+    assert x.grad.tolist() == [0.0, 2.0, 0.0, 4.0]
+    assert lo.grad.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert hi.grad.tolist() == [0.0, 0.0, 3.0, 0.0]
+
+
+def test_clamp_with_one_tensor_bound_and_clip_alike() -> None:
+    x = _leaf([-2.0, 0.5])
+    y = x.clip(Tensor(np.zeros(2)), None)
+    assert y.tolist() == [0.0, 0.5]
+    y.sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0]
+    assert rtxviz.tensor([5.0, -5.0]).clamp(max=rtxviz.tensor([1.0, 1.0])).tolist() == [1.0, -5.0]
+
+
+# -- a BackwardFunction instance called twice ---------------------------------------------------------------------
+class _Square(BackwardFunction):
+    def forward(self, ctx, x):  # type: ignore[no-untyped-def]
+        ctx.save_for_backward(x)
+        return x * x
+
+    def backward(self, g):  # type: ignore[no-untyped-def]
+        (x,) = self.ctx.saved_tensors
+        return [g * x * 2.0]
+
+
+def test_one_backward_function_instance_called_twice_keeps_each_calls_saved_tensors() -> None:
+    square = _Square()
+    x, w = _leaf([1.0, 2.0]), _leaf([5.0, 7.0])
+    a = square(x)
+    b = square(w)
+    a.sum().backward()
+    assert x.grad.tolist() == [2.0, 4.0]  # was [10, 14]: w's saved values
+    b.sum().backward()
+    assert w.grad.tolist() == [10.0, 14.0]
+
+
+def test_one_backward_function_instance_twice_in_one_graph() -> None:
+    square = _Square()
+    x = _leaf([1.0, 2.0])
+    (square(x) + square(x * 2.0)).sum().backward()  # was a GraphError: "saved tensors were freed"
+    assert x.grad.tolist() == [2.0 + 8.0, 4.0 + 16.0]
+
+
+# -- assigning .grad ----------------------------------------------------------------------------------------------
+def test_assigning_a_grad_of_another_shape_is_refused_and_leaves_grad_as_it_was() -> None:
+    p = nn.Parameter(rtxviz.randn(3))
+    with pytest.raises(ShapeError, match=r"grad.*\(4,\).*\(3,\)"):
+        p.grad = rtxviz.randn(4)
+    assert p.grad is None
+    with pytest.raises(TypeError, match="Tensor or None"):
+        p.grad = np.ones(3)  # type: ignore[assignment]
+    assert p.grad is None
+    p.grad = rtxviz.ones(3)
+    assert p.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_adam_counts_only_the_steps_it_took() -> None:
+    p = nn.Parameter(rtxviz.tensor([1.0, 2.0, 3.0]))
+    opt = optim.Adam([p], lr=0.1)
+    with pytest.raises(ShapeError):
+        p.grad = rtxviz.randn(4)
+    p.grad = rtxviz.ones(3)
+    before = p.data.copy()
+    opt.step()
+    # Adam's first step moves every coordinate by lr (bias-corrected m / sqrt(v) is 1): PyTorch's 0.1
+    np.testing.assert_allclose(before - p.data, [0.1, 0.1, 0.1], rtol=1e-5)
+    assert opt.state[p]["step"] == 1  # PyTorch's habit: the state is looked up by the parameter
+    assert p in opt.state and rtxviz.randn(1) not in opt.state
+
+
+# -- TensorDataset items ------------------------------------------------------------------------------------------
+def test_a_tensor_dataset_item_of_a_1d_tensor_is_a_working_0d_tensor() -> None:
+    ds = TensorDataset(Tensor(np.arange(12.0).reshape(6, 2)), Tensor(np.arange(6)))
+    x, y = ds[2]
+    assert x.tolist() == [4.0, 5.0]
+    assert y.shape == () and y.item() == 2 and (y + 1).item() == 3 and y.tolist() == 2
+    assert repr(ds[-1][1]) == "Tensor(5, dtype=int64)"
