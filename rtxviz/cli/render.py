@@ -11,6 +11,7 @@ own, `add_render_command(subparsers)` adds it there.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Any
 
@@ -37,9 +38,34 @@ def configure_render(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shapes", action="store_true", help="label each edge with the shape of the tensor it carries")
     p.add_argument("--attrs", action="store_true", help="show each op's rule and attributes")
     p.add_argument("--no-groups", action="store_true", help="no module clusters, no collapsing")
-    p.add_argument("--max-nodes", type=int, default=300,
+    p.add_argument("--max-nodes", type=_positive(int, "--max-nodes"), default=300,
                    help="node budget: module groups collapse, then long chains are elided (default 300)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds graphviz may take (default 30)")
+    p.add_argument("--timeout", type=_positive(float, "--timeout"), default=30.0,
+                   help="seconds graphviz may take (default 30)")
+
+
+def _positive(kind: type, flag: str) -> Any:
+    """An argparse type: a finite number above 0 of `kind` (argparse names the flag and the value it refused).
+
+    >>> _positive(float, "--timeout")("2.5")
+    2.5
+    >>> _positive(float, "--timeout")("nan")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: --timeout must be a number above 0, got 'nan'
+    """
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{flag} must be a{'n integer' if kind is int else ' number'} above 0, "
+                                             f"got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def _step(text: str) -> int | str | None:
@@ -94,6 +120,28 @@ def check_step(run_id: str, events: list[dict[str, Any]], step: int) -> None:
     raise RtxvizError(f"render: run {run_id} has no step {step}; {have}")
 
 
+def check_graph(run_id: str, events: list[dict[str, Any]], step: str | None) -> None:
+    """Raise RtxvizError unless there is a graph to draw for `step` "last" (any) or None (outside steps): a
+    picture with a legend and no graph is not an answer.
+
+    >>> check_graph("r", [{"kind": "node", "step": 0}], "last")
+    >>> check_graph("r", [{"kind": "node", "step": 0}], None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rtxviz.engine.errors.RtxvizError: render: run r recorded no graph outside its steps; steps with a graph: 0 ...
+    """
+    graph = [e for e in events if e.get("kind") in ("node", "leaf")]
+    if step == "last" and graph:
+        return
+    if step is None and any(e.get("step") is None for e in graph):
+        return
+    drawn = sorted({e["step"] for e in graph if e.get("step") is not None})
+    if not drawn:
+        raise RtxvizError(f"render: run {run_id} recorded no graph (no node or leaf events)")
+    raise RtxvizError(f"render: run {run_id} recorded no graph outside its steps; steps with a graph: "
+                      f"{_ranges(drawn)} (pass --step N)")
+
+
 def load_events(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     """(run id, events) of the run named on the command line, from --url or the database."""
     from ..export.source import events_from_db, events_from_server
@@ -113,10 +161,12 @@ def run_render(args: argparse.Namespace) -> int:
         run_id, events = load_events(args)
         if isinstance(step, int):
             check_step(run_id, events, step)
+        else:
+            check_graph(run_id, events, step)
         path = render(events, args.output, show_grads=not args.no_grads, show_saved=args.saved,
                       show_shapes=args.shapes, show_attrs=args.attrs, group_modules=not args.no_groups,
                       max_nodes=args.max_nodes, timeout=args.timeout, step=step)
-    except (RtxvizError, StoreError) as exc:
+    except (RtxvizError, StoreError, OSError) as exc:  # OSError: an output folder that does not exist, say
         return fail("render", exc)
     print(f"rtxviz render: run {run_id} -> {path}")
     return 0

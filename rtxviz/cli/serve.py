@@ -108,6 +108,10 @@ def bind_error(host: str, port: int, exc: OSError) -> str:
     return f"rtxviz serve: cannot bind {host}:{port}: {exc}"
 
 
+#: What uvicorn takes for its log level (its LOG_LEVELS; another word raised a KeyError after "serving on").
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
 def uvicorn_config(app: Any, log_level: str = "warning",
                    request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> uvicorn.Config:
     """The uvicorn configuration `rtxviz serve` runs (benchmarks and tests build the same)."""
@@ -164,7 +168,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="require this token on every request (default $RTXVIZ_TOKEN)")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow a browser page from ORIGIN to use the API (repeatable; default none)")
-    p.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    p.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS, metavar="LEVEL",
+                   help=f"uvicorn log level: {', '.join(LOG_LEVELS)} (default warning)")
     p.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
                    help=f"close a connection whose request has not fully arrived S seconds after it opened or "
                         f"its previous response went out (default {DEFAULT_REQUEST_TIMEOUT:g})")

@@ -19,6 +19,7 @@ import math
 import re
 import secrets
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
@@ -118,16 +119,46 @@ def new_run_id(prefix: str = "import") -> str:
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
+def _validated(path: str) -> list[dict]:
+    """The events of `path`, each checked against the schema before any is stored (an import stores all or none)."""
+    from ..schema import validate_batch
+
+    events = list(read_jsonl(path))
+    try:
+        validate_batch(events)
+    except ValueError as exc:
+        raise RtxvizError(f"import: {path}: {exc}") from None
+    return events
+
+
+def _server_has_run(base: str, run_id: str, headers: dict[str, str], timeout: float) -> bool:
+    req = urllib.request.Request(f"{base}/api/runs/{run_id}", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # the user's own server
+            resp.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise RtxvizError(f"import: the server answered {exc.code} to GET /api/runs/{run_id}: "
+                          f"{exc.read()[:300].decode(errors='replace')}") from None
+    return True
+
+
 def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | None = None,
                  batch: int = 5000, timeout: float = 30.0) -> str:
-    """POST a JSON-lines run to a server's ingest endpoint in batches; returns the new run's id."""
+    """POST a JSON-lines run to a server's ingest endpoint in batches; returns the new run's id.
+
+    As `import_jsonl_to_db`: the whole file is checked against the schema first, and a run id the server already
+    has is refused (an import makes a new run; it never appends to one)."""
     run_id = check_run_id(run_id) if run_id is not None else new_run_id()
-    events = list(read_jsonl(path))
+    events = _validated(path)
     name = _run_name(events, run_id)
     headers = {"Content-Type": "application/x-ndjson"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     base = url.rstrip("/")
+    if _server_has_run(base, run_id, {k: v for k, v in headers.items() if k == "Authorization"}, timeout):
+        raise RtxvizError(f"import: {base} already has a run {run_id!r}; pick another --run-id")
     for start in range(0, max(len(events), 1), batch):
         body = "\n".join(encode_event(e) for e in events[start:start + batch]).encode()
         q = urllib.parse.urlencode({"name": name})
@@ -137,21 +168,17 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
             with urllib.request.urlopen(req, timeout=timeout) as resp:  # the user's own server
                 resp.read()
         except urllib.error.HTTPError as exc:
-            raise RtxvizError(f"import: the server refused events {start}..{start + batch}: {exc.code} "
-                              f"{exc.read()[:300]!r}") from None
+            last = min(start + batch, len(events)) - 1
+            kept = f"; run {run_id} keeps events 0..{start - 1}" if start else ""
+            raise RtxvizError(f"import: the server refused events {start}..{last} of {path}: {exc.code} "
+                              f"{exc.read()[:300].decode(errors='replace')}{kept}") from None
     return run_id
 
 
 def import_jsonl_to_db(path: str, db: str, run_id: str | None = None) -> str:
     """Validate a JSON-lines run against the schema and append it to a server's SQLite file; returns its id."""
-    from ..schema import validate_batch
-
     run_id = check_run_id(run_id) if run_id is not None else new_run_id()
-    events = list(read_jsonl(path))
-    try:
-        validate_batch(events)
-    except ValueError as exc:
-        raise RtxvizError(f"import: {path}: {exc}") from None
+    events = _validated(path)
     try:
         store = open_store(db)  # a server writing `db` holds it: StoreLocked says to use --url
     except StoreError as exc:

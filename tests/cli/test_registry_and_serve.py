@@ -34,3 +34,20 @@ def test_adding_a_subcommand_is_one_function(monkeypatch):
 def test_no_command_prints_help(capsys):
     assert cli.main([]) == 2
     assert "serve" in capsys.readouterr().out
+
+
+def test_serve_refuses_an_unknown_log_level_before_serving(capsys):
+    """Review (eighteenth session): `--log-level loud` printed "serving on ..." and then a KeyError traceback."""
+    import uvicorn.config
+
+    from rtxviz.cli.serve import LOG_LEVELS
+
+    assert sorted(LOG_LEVELS) == sorted(uvicorn.config.LOG_LEVELS)  # the choices are uvicorn's own
+    try:
+        cli.main(["serve", "--port", "0", "--log-level", "loud"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    else:
+        raise AssertionError("--log-level loud was accepted")
+    err = capsys.readouterr().err
+    assert "--log-level" in err and "'loud'" in err and "serving on" not in err

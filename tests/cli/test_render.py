@@ -62,3 +62,47 @@ def test_render_cli_registration_helper():
     add_render_command(sub)
     args = parser.parse_args(["render", "latest", "-o", "x.svg"])
     assert args.run is run_render and args.run_ref == "latest"
+
+
+def _parser():
+    import argparse
+
+    p = argparse.ArgumentParser()
+    configure_render(p)
+    return p
+
+
+@needs_dot
+def test_render_cli_says_why_instead_of_a_traceback(tmp_path, capsys):
+    """Review (eighteenth session): a missing output folder and --timeout nan gave tracebacks."""
+    db = tmp_path / "runs.db"
+    _recorded_db(db)
+    p = _parser()
+    assert run_render(p.parse_args(["demo", "-o", str(tmp_path / "nodir" / "x.svg"), "--db", str(db)])) == 1
+    err = capsys.readouterr().err
+    assert "rtxviz render:" in err and "nodir" in err and "Traceback" not in err
+    for flag, value in (("--timeout", "nan"), ("--timeout", "0"), ("--max-nodes", "-5")):
+        try:
+            p.parse_args(["demo", flag, value])
+        except SystemExit as exc:
+            assert exc.code == 2
+        else:
+            raise AssertionError(f"{flag} {value} was accepted")
+        assert flag in capsys.readouterr().err
+
+
+def test_render_cli_refuses_a_run_without_a_graph(tmp_path, capsys):
+    """Review: the default step ('last') and --step none wrote a legend-only SVG and exited 0."""
+    import json
+
+    store = SQLiteStore(str(tmp_path / "runs.db"))
+    store.append("empty1", "notes", [("run_start", None, json.dumps({"v": 1, "kind": "run_start", "t": 0.0,
+                                                                     "step": None, "name": "notes"}))])
+    store.close()
+    _recorded_db(tmp_path / "runs.db")
+    p = _parser()
+    out = tmp_path / "b.svg"
+    assert run_render(p.parse_args(["empty1", "-o", str(out), "--db", str(tmp_path / "runs.db")])) == 1
+    assert "recorded no graph" in capsys.readouterr().err and not out.exists()
+    assert run_render(p.parse_args(["demo", "--step", "none", "-o", str(out), "--db", str(tmp_path / "runs.db")])) == 1
+    assert "steps with a graph: 0-1" in capsys.readouterr().err and not out.exists()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import urllib.request
+
+import pytest
 
 import rtxviz
 from rtxviz import Tensor, Variable
@@ -53,6 +56,33 @@ def test_import_over_http_into_a_running_server(tmp_path, run_events):
         got_id, got = events_from_server(url, "latest")
     assert got_id == run_id
     assert [e["kind"] for e in got] == [e["kind"] for e in run_events]
+
+
+def test_import_over_http_refuses_a_run_id_the_server_has(tmp_path, run_events):
+    """Review (eighteenth session): importing twice with one --run-id appended the file to the first import (two
+    run_starts, every step twice), where `import --db` refuses."""
+    path = str(tmp_path / "run.jsonl")
+    write_jsonl(run_events, path)
+    with ThreadServer(create_app(db=":memory:")) as url:
+        import_jsonl(path, url, run_id="imp1")
+        with pytest.raises(rtxviz.RtxvizError, match="already has a run 'imp1'"):
+            import_jsonl(path, url, run_id="imp1")
+        _, got = events_from_server(url, "imp1")
+    assert len(got) == len(run_events)
+
+
+def test_import_over_http_checks_the_whole_file_before_posting(tmp_path, run_events):
+    """Review: a bad event in a later batch left the first batches stored as a partial run."""
+    path = str(tmp_path / "run.jsonl")
+    bad = [dict(e) for e in run_events]
+    bad[len(bad) - 2] = {**bad[-2], "kind": None}
+    write_jsonl(bad, path)
+    with ThreadServer(create_app(db=":memory:")) as url:
+        with pytest.raises(rtxviz.RtxvizError, match=f"event {len(bad) - 2}"):
+            import_jsonl(path, url, run_id="part1", batch=7)
+        with urllib.request.urlopen(f"{url}/api/runs") as resp:
+            runs = json.loads(resp.read())
+    assert all(r["id"] != "part1" for r in (runs["runs"] if isinstance(runs, dict) else runs))
 
 
 def test_chrome_trace_from_events(run_events):
