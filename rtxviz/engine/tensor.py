@@ -257,6 +257,14 @@ class Tensor:
             _hooks.trace("value_read", tensor=self, how="__float__")
         return float(self._item("item"))
 
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"``: a one-element tensor formats as its number; no spec gives str(self), as PyTorch's."""
+        if not spec:
+            return str(self)
+        if self.data.size != 1:
+            raise TypeError(f"format: the spec {spec!r} needs a one-element tensor, got shape {tuple(self.shape)}")
+        return format(self._item("format"), spec)
+
     def __int__(self) -> int:
         if _hooks.TRACING:
             _hooks.trace("value_read", tensor=self, how="__int__")
@@ -285,8 +293,14 @@ class Tensor:
         def T(x: Any) -> Any:
             """All dims reversed (PyTorch's `.T`); a tensor of fewer than 2 dims is returned as is."""
 
+        def __abs__(x: Any) -> Any:
+            ...
+
         def __add__(a: Any, b: Any) -> Any:
             """a + b with broadcasting (a Python number b records `add_scalar`)."""
+
+        def __and__(a: Tensor, b: Any) -> Tensor:
+            """a & b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
 
         def __array_function__(self: Tensor, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
             """numpy functions on Tensors (np.sum, np.concatenate, ...) run the engine's op; a function without one"""
@@ -311,6 +325,9 @@ class Tensor:
 
         def __imul__(x: Tensor, other: Any) -> Tensor:
             """x *= other, in place."""
+
+        def __invert__(a: Tensor) -> Tensor:
+            """~a elementwise: not, for a bool tensor; bitwise not for int64 (no gradient)."""
 
         def __isub__(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
             """x -= alpha · other, in place."""
@@ -339,6 +356,9 @@ class Tensor:
         def __neg__(x: Any) -> Any:
             """-x."""
 
+        def __or__(a: Tensor, b: Any) -> Tensor:
+            """a | b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+
         def __pos__(self: Tensor) -> Tensor:
             """+self: the tensor itself."""
 
@@ -348,11 +368,17 @@ class Tensor:
         def __radd__(self: Tensor, other: Any) -> Any:
             """other + self."""
 
+        def __rand__(a: Tensor, b: Any) -> Tensor:
+            """b & a (a bool or int on the left)."""
+
         def __rmatmul__(self: Tensor, other: Any) -> Any:
             """other @ self."""
 
         def __rmul__(self: Tensor, other: Any) -> Any:
             """other * self."""
+
+        def __ror__(a: Tensor, b: Any) -> Tensor:
+            """b | a (a bool or int on the left)."""
 
         def __rpow__(self: Tensor, other: Any) -> Any:
             """other ** self."""
@@ -371,6 +397,9 @@ class Tensor:
 
         def __truediv__(a: Any, b: Any) -> Any:
             """a / b with broadcasting."""
+
+        def __xor__(a: Tensor, b: Any) -> Tensor:
+            """a ^ b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
 
         @property
         def _version(x: Tensor) -> int:
@@ -428,6 +457,18 @@ class Tensor:
                        momentum: builtins.float | None = 0.1, eps: builtins.float = 1e-05, *,
                        num_batches_tracked: Tensor | None = None) -> Any:
             """Batch normalisation of input [N, C, ...] per channel, as PyTorch's F.batch_norm: with training, the b…"""
+
+        def bitwise_and(a: Tensor, b: Any) -> Tensor:
+            """a & b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+
+        def bitwise_not(a: Tensor) -> Tensor:
+            """~a elementwise: not, for a bool tensor; bitwise not for int64 (no gradient)."""
+
+        def bitwise_or(a: Tensor, b: Any) -> Tensor:
+            """a | b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+
+        def bitwise_xor(a: Tensor, b: Any) -> Tensor:
+            """a ^ b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
 
         def bmm(a: Tensor, b: Tensor) -> Any:
             """Batched matrix product of a [B, n, m] and b [B, m, p]: [B, n, p] (torch.bmm; batch sizes must agree)."""
@@ -574,6 +615,15 @@ class Tensor:
 
         def logcumsumexp(x: Any, dim: int) -> Any:
             """log(cumsum(exp(x))) along `dim`, as torch.logcumsumexp, without overflow."""
+
+        def logical_and(a: Tensor, b: Any) -> Tensor:
+            """a and b elementwise, as bool (nonzero is true; no gradient)."""
+
+        def logical_not(a: Tensor) -> Tensor:
+            """not a, elementwise, as bool: a bool tensor's negation, any other's ``a == 0`` (no gradient)."""
+
+        def logical_or(a: Tensor, b: Any) -> Tensor:
+            """a or b elementwise, as bool (nonzero is true; no gradient)."""
 
         def logsumexp(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """log(sum(exp(x))) over `dim`, computed without overflow."""

@@ -164,11 +164,15 @@ class Variable(Tensor):
         return node.pre_hooks
 
     def backward(self, grad_output: Any = None, retain_graph: bool | None = None,
-                 create_graph: bool = False) -> None:
+                 create_graph: bool = False, *, gradient: Any = None) -> None:
         """Compute the gradient of this value with respect to every leaf that requires grad.
 
-        `grad_output` is required unless this value has exactly one element.
+        `grad_output` (PyTorch's keyword: `gradient`) is required unless this value has exactly one element.
         """
+        if gradient is not None:
+            if grad_output is not None:
+                raise TypeError("backward: give the output gradient once, as grad_output or as gradient")
+            grad_output = gradient
         run_backward([self], [grad_output], retain_graph=retain_graph, create_graph=create_graph)
 
     def __repr__(self) -> str:

@@ -133,3 +133,30 @@ def test_a_tensor_dataset_item_of_a_1d_tensor_is_a_working_0d_tensor() -> None:
     assert x.tolist() == [4.0, 5.0]
     assert y.shape == () and y.item() == 2 and (y + 1).item() == 3 and y.tolist() == 2
     assert repr(ds[-1][1]) == "Tensor(5, dtype=int64)"
+
+
+# -- Python's operators and protocols ------------------------------------------------------------------------------
+def test_bool_masks_combine_with_and_or_xor_not_as_numpy_does() -> None:
+    a = np.array([-1.0, 2.0, 3.0, 0.5])
+    x = rtxviz.tensor(a, requires_grad=True)
+    m, n = x > 0, x < 2.5
+    assert (m & n).tolist() == ((a > 0) & (a < 2.5)).tolist()
+    assert (m | n).tolist() == ((a > 0) | (a < 2.5)).tolist()
+    assert (m ^ n).tolist() == ((a > 0) ^ (a < 2.5)).tolist()
+    assert (~m).tolist() == (~(a > 0)).tolist() and (True & m).tolist() == (a > 0).tolist()
+    i = rtxviz.tensor([6, 3, 0])
+    assert (i & 3).tolist() == [2, 3, 0] and (~i).tolist() == [-7, -4, -1]
+    assert i.logical_not().tolist() == [False, False, True]
+    with pytest.raises(rtxviz.DTypeError, match="&: defined for bool and int64 tensors, got float"):
+        x & m
+
+
+def test_abs_format_and_backward_gradient_keyword() -> None:
+    x = _leaf([-1.5, 2.0])
+    y = abs(x)
+    y.backward(gradient=Tensor(np.array([1.0, 3.0])))
+    assert y.tolist() == [1.5, 2.0] and x.grad.tolist() == [-1.0, 3.0]
+    loss = (x * x).sum()
+    assert f"{loss:.3f}" == "6.250" and f"{loss}" == str(loss)
+    with pytest.raises(TypeError, match="one-element tensor, got shape"):
+        f"{x:.2f}"

@@ -478,6 +478,111 @@ def compare(a: Tensor, b: Any, name: str) -> Tensor:
     return apply(Compare, (Tensor._wrap(a.data), Tensor._wrap(b.data)), _COMPARE_ATTRS[name])
 
 
+class Logical(Op):
+    """``a & b``, ``a | b``, ``a ^ b`` and ``~a`` on bool (logical) or int64 (bitwise) tensors, as PyTorch's operators:
+    no gradient, and an op (not numpy on the side) so that a graph-cache replay recomputes a combined mask."""
+
+    name = "logical"
+    kind = "comparison"
+    differentiable = False
+    rule = "no gradient (a bool or integer result)"
+    examples = (Example(lambda a, b: logical(a > 0, b > 0, "__and__"), ((3, 4), (3, 4))),
+                Example(lambda a: logical(a > 0, None, "__invert__"), ((5,),)))
+
+    @staticmethod
+    def forward(ctx: Any, a: Any, b: Any = None) -> Any:
+        return getattr(a, ctx.attrs["name"])() if b is None else getattr(a, ctx.attrs["name"])(b)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:  # pragma: no cover - never recorded: its inputs are plain Tensors
+        return None, None
+
+
+_LOGICAL_SYMBOL = {"__and__": "&", "__or__": "|", "__xor__": "^", "__invert__": "~"}
+_LOGICAL_ATTRS = {n: {"name": n} for n in _LOGICAL_SYMBOL}
+
+
+@implements(Logical, reference=None)
+def logical(a: Tensor, b: Any, name: str) -> Tensor:
+    """`a & b` (name "__and__"), `|`, `^`, or `~a` (b None): bool tensors combine logically, int64 bitwise.
+
+    >>> from rtxviz import Tensor
+    >>> m = Tensor.from_slice([-1.0, 2.0, 3.0], [3]) > 0
+    >>> (m & (m.logical_not() | m)).tolist(), (~m).tolist()
+    ([False, True, True], [True, False, False])
+    """
+    sym = _LOGICAL_SYMBOL[name]
+    if a.data.dtype.kind not in "bi":
+        raise DTypeError(f"{sym}: defined for bool and int64 tensors, got {a.dtype} (compare first: (x > 0) {sym} ...)")
+    if b is None:
+        return apply(Logical, (Tensor._wrap(a.data),), _LOGICAL_ATTRS[name])
+    if not isinstance(b, Tensor):
+        if type(b) not in (bool, int):
+            raise TypeError(f"{sym}: the other operand must be a tensor, a bool or an int, got {type(b).__name__}")
+        b = Tensor._wrap(xp_of(a.data).asarray(b, dtype=a.data.dtype))
+    if b.data.dtype != a.data.dtype:
+        raise DTypeError(f"{sym}: both operands must have one dtype, got {a.dtype} and {b.dtype}")
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"{sym}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+    return apply(Logical, (Tensor._wrap(a.data), Tensor._wrap(b.data)), _LOGICAL_ATTRS[name])
+
+
+@tensor_method("__and__", "bitwise_and")
+def and_(a: Tensor, b: Any) -> Tensor:
+    """a & b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+    return logical(a, b, "__and__")
+
+
+@tensor_method("__or__", "bitwise_or")
+def or_(a: Tensor, b: Any) -> Tensor:
+    """a | b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+    return logical(a, b, "__or__")
+
+
+@tensor_method("__xor__", "bitwise_xor")
+def xor(a: Tensor, b: Any) -> Tensor:
+    """a ^ b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+    return logical(a, b, "__xor__")
+
+
+@tensor_method("__rand__")
+def rand_(a: Tensor, b: Any) -> Tensor:
+    """b & a (a bool or int on the left)."""
+    return logical(a, b, "__and__")
+
+
+@tensor_method("__ror__")
+def ror(a: Tensor, b: Any) -> Tensor:
+    """b | a (a bool or int on the left)."""
+    return logical(a, b, "__or__")
+
+
+@tensor_method("__invert__", "bitwise_not")
+def invert(a: Tensor) -> Tensor:
+    """~a elementwise: not, for a bool tensor; bitwise not for int64 (no gradient)."""
+    return logical(a, None, "__invert__")
+
+
+@tensor_method("logical_not")
+def logical_not(a: Tensor) -> Tensor:
+    """not a, elementwise, as bool: a bool tensor's negation, any other's ``a == 0`` (no gradient)."""
+    return logical(nonzero_mask(a), None, "__invert__")
+
+
+@tensor_method("logical_and")
+def logical_and(a: Tensor, b: Any) -> Tensor:
+    """a and b elementwise, as bool (nonzero is true; no gradient)."""
+    return logical(nonzero_mask(a), nonzero_mask(b), "__and__")
+
+
+@tensor_method("logical_or")
+def logical_or(a: Tensor, b: Any) -> Tensor:
+    """a or b elementwise, as bool (nonzero is true; no gradient)."""
+    return logical(nonzero_mask(a), nonzero_mask(b), "__or__")
+
+
 def nonzero_mask(mask: Any) -> Any:
     """A 0/1 (or any integer) mask as a bool one, by the `compare` op (so that a graph-cache replay recomputes
     it); a bool mask as it is. The reference files write masks as integer tensors (nonzero means true).

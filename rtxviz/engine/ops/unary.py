@@ -87,7 +87,7 @@ class Abs(Elementwise):
         return (mask_mul(g, ctx.saved_inputs, "sign"),)
 
 
-@tensor_method("abs")
+@tensor_method("abs", "__abs__")
 @implements(Abs)
 def abs(x: Any) -> Any:
     return unary(Abs, x)
