@@ -16,6 +16,7 @@ import numpy as np
 
 from . import hooks as _hooks
 from . import memory as _memory
+from . import versions as _versions
 from .backward import topological_order
 from .device import device_of
 from .errors import DeviceError, DTypeError, GraphError, RtxvizError, ShapeError
@@ -370,6 +371,10 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
         result._retains_grad = False
         result._hooks = None
         if record:
+            if _versions.RECORDED_LAST:  # a graph's value was written in place: no input may be an outdated alias
+                for i, v in enumerate(inputs):
+                    if v._node is not None and v._node.id < _versions.RECORDED_LAST:
+                        _versions.check_alias(v, op.name, i)
             # Per input: its node, the leaf itself when it requires grad, else None.
             if n_in == 2:
                 node.next = (t._node if t._node is not None else (t if t.requires_grad else None),

@@ -44,13 +44,16 @@ class InplaceError(GraphError):
 
 
 class _Writes:
-    __slots__ = ("ref", "version", "stamps", "site")
+    __slots__ = ("ref", "version", "stamps", "site", "recorded")
 
     def __init__(self, ref: Any) -> None:
         self.ref = ref
         self.version = 0
         self.stamps: deque[int] = deque(maxlen=_RECENT)
         self.site = ""
+        # the latest write recorded into a graph: (its stamp, the id of the node the written Variable now has,
+        # its site); see `note_recorded_write`
+        self.recorded: tuple[int, int, str] | None = None
 
 
 _BUFFERS: dict[int, _Writes] = {}  # id(root buffer) -> its writes; an entry goes when its buffer dies
@@ -112,6 +115,40 @@ def bump_all(arrays: list, site: str = "") -> None:
         e.stamps.append(stamp)
         e.site = site
     LAST_STAMP = stamp
+
+
+#: The stamp of the latest in-place write recorded into a graph (0: none yet). `graph.apply` tests it once per
+#: recorded op: a program that never writes a graph's value in place pays nothing more.
+RECORDED_LAST = 0
+
+
+def note_recorded_write(array: Any, node_id: int) -> None:
+    """The write just bumped on `array`'s buffer was recorded: the Variable written now has node `node_id`. Every
+    other Variable over that buffer (a view of it, or the base of a view written) with an older node now holds
+    values its node did not compute, and its gradient would miss the write: `check_alias` refuses it."""
+    global RECORDED_LAST
+    e = _entry(array)
+    if e is not None:
+        e.recorded = (LAST_STAMP, node_id, e.site)
+        RECORDED_LAST = LAST_STAMP
+
+
+def check_alias(t: Any, op: str, index: int) -> None:
+    """Raise InplaceError when input `index` of `op` is a Variable whose buffer a recorded in-place write reached
+    through another Variable after `t`'s node was made: `h[:1].zero_()` then `h.sum()`, or `v = h.T`,
+    `h.mul_(2)`, then `v.sum()`. Its values include the write, its node does not, so its gradient would be
+    silently wrong. (PyTorch rewrites the alias's graph to include the write; rtxviz refuses instead.)"""
+    node = t._node
+    e = _entry(t.data)
+    if e is None or e.recorded is None:
+        return
+    stamp, written, site = e.recorded
+    if node.id < stamp and node.id != written:
+        raise InplaceError(
+            f"{op}: input {index} ({t.dtype} of shape {tuple(t.shape)}, made by {node.op.name}) shares its buffer with "
+            f"a tensor written in place after it was made ({site or 'an in-place op'}): it holds the new values but "
+            "its gradient would not see the write. Make it after the in-place op, .clone() it before, or write "
+            "out of place (h = h * 2, or h[...] = v on the tensor itself)")
 
 
 def version(array: Any) -> int:

@@ -160,3 +160,44 @@ def test_abs_format_and_backward_gradient_keyword() -> None:
     assert f"{loss:.3f}" == "6.250" and f"{loss}" == str(loss)
     with pytest.raises(TypeError, match="one-element tensor, got shape"):
         f"{x:.2f}"
+
+
+# -- in-place writes that reach another Variable through a shared buffer --------------------------------------------
+_ALIASED = {
+    "h[:1].zero_(), then h": lambda h: (h[:1].zero_(), h)[1],
+    "h.narrow(1, 0, 2).mul_(3), then h": lambda h: (h.narrow(1, 0, 2).mul_(3), h)[1],
+    "h.view(-1).mul_(2), then h": lambda h: (h.view(-1).mul_(2), h)[1],
+    "v = h.T, h.mul_(2), then v": lambda h: (lambda v: (h.mul_(2), v)[1])(h.T),
+    "v = h[0], h.add_(h), then v": lambda h: (lambda v: (h.add_(h), v)[1])(h[0]),
+}
+
+
+@pytest.mark.parametrize("write", list(_ALIASED.values()), ids=list(_ALIASED))
+def test_a_variable_outdated_by_an_in_place_write_through_an_alias_is_refused(write: object) -> None:
+    """These gave silently wrong gradients (the values held the write, the graph did not; PyTorch's gradient
+    includes it). Each now raises, naming the op, the input and where the write was."""
+    x = Variable(np.arange(1.0, 7.0).reshape(2, 3), requires_grad=True)
+    h = x * 1.0
+    used = write(h)  # type: ignore[operator]
+    with pytest.raises(rtxviz.engine.versions.InplaceError, match=r"input 0 .* written in place .*test_user_review"):
+        (used * 1.0).sum()
+
+
+def test_in_place_writes_that_keep_the_graph_whole_still_work() -> None:
+    """The written Variable itself, h[i] = v and h[i] += v (setitem on h), a view made after the write, and
+    writes outside the graph (no_grad, an optimizer) are not refused, and their gradients are PyTorch's."""
+    x = Variable(np.arange(1.0, 7.0).reshape(2, 3), requires_grad=True)
+    h = x * 1.0
+    h.mul_(2)
+    h[0] += 1.0
+    v = h.T  # after the writes
+    (v * v).sum().backward()
+    expected = 2 * (2 * x.data + np.array([[1.0], [0.0]])) * 2
+    np.testing.assert_allclose(x.grad.numpy(), expected)
+    w = nn.Parameter(rtxviz.tensor([1.0, 2.0]))
+    opt = optim.SGD([w], lr=0.5)
+    wt = w * 1.0
+    (w * w).sum().backward()
+    opt.step()  # writes w's buffer, outside any graph
+    (wt * 2.0).sum().backward()
+    assert w.grad.tolist() == [2.0 + 2.0, 4.0 + 2.0]

@@ -6,7 +6,9 @@ backward rule that saved the old value raises instead of reading the new one (`r
 Variable while grad mode is on, the op is also recorded, as the out-of-place op it is, and the Variable becomes
 that op's output (its ``grad_fn`` is the new node), so gradients flow through the write. As in PyTorch, a leaf
 that requires grad refuses an in-place op outside ``no_grad``: its `.grad` would no longer be the gradient of the
-value it holds.
+value it holds. A recorded write also reaches every other Variable over the same buffer (a view of the written
+tensor, or the base of a written view); their nodes do not include it, so using one of them afterwards in a
+recorded op raises `InplaceError` (`versions.check_alias`) instead of giving a gradient without the write.
 
 >>> import numpy as np
 >>> from rtxviz import Variable
@@ -81,6 +83,7 @@ def _apply_inplace(x: Tensor, op: str, compute: Callable[[Tensor], Any], *others
     if records and out._node is not None:
         var._node = out._node
         var.requires_grad = True
+        _versions.note_recorded_write(x.data, out._node.id)  # its aliases' nodes are now out of date
     return x
 
 
