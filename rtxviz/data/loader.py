@@ -46,13 +46,19 @@ class DataLoader:
     shuffle: a new permutation every epoch from `generator` (a numpy Generator) or, if none is given, from
     `np.random.default_rng(seed)` made once here, so `seed` fixes the whole sequence of epochs.
     A TensorDataset without a collate_fn is batched by fancy indexing (one copy per batch, no Python loop).
+    `num_workers` and `pin_memory` are taken for PyTorch code: batches are always made in the calling process
+    (no worker processes start), and there is no pinned memory to ask for.
     """
 
     def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  collate_fn: Callable[[list], Any] | None = None, seed: int | None = 0,
-                 generator: np.random.Generator | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
+                 generator: np.random.Generator | None = None, num_workers: int = 0, pin_memory: bool = False
+                 ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be an integer >= 1, got {batch_size!r} (rtxviz's loader "
+                             "always batches; batch_size=None, PyTorch's unbatched loading, is not supported)")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int | np.integer) or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers must be an integer >= 0, got {num_workers!r}")
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, int(batch_size), shuffle, drop_last
         self.collate_fn = collate_fn
         self.generator = generator if generator is not None else np.random.default_rng(seed)

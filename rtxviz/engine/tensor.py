@@ -411,8 +411,8 @@ class Tensor:
         def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | None]) -> Any:
             """Average pooling of x [N, C, H, W] or [C, H, W] to [.., oh, ow] (PyTorch's F.adaptive_avg_pool2d): out…"""
 
-        def add(a: Any, b: Any) -> Any:
-            """a + b with broadcasting (a Python number b records `add_scalar`)."""
+        def add(a: Any, b: Any, alpha: Any = 1) -> Any:
+            """a + alpha·b with broadcasting (a Python number b records `add_scalar`; `alpha` as PyTorch's)."""
 
         def add_(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
             """x += alpha · other, in place."""
@@ -765,14 +765,14 @@ class Tensor:
                 correction: int | None = None) -> Any:
             """Standard deviation over `dim` with Bessel's `correction` (1 by default, as PyTorch; `unbiased=False`…"""
 
-        def sub(a: Any, b: Any) -> Any:
-            """a - b with broadcasting."""
+        def sub(a: Any, b: Any, alpha: Any = 1) -> Any:
+            """a - alpha·b with broadcasting (`alpha` as PyTorch's)."""
 
         def sub_(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
             """x -= alpha · other, in place."""
 
-        def subtract(a: Any, b: Any) -> Any:
-            """a - b with broadcasting."""
+        def subtract(a: Any, b: Any, alpha: Any = 1) -> Any:
+            """a - alpha·b with broadcasting (`alpha` as PyTorch's)."""
 
         def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """Sum over `dim` (an int, a list of ints, or None for all)."""

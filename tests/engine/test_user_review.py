@@ -201,3 +201,26 @@ def test_in_place_writes_that_keep_the_graph_whole_still_work() -> None:
     opt.step()  # writes w's buffer, outside any graph
     (wt * 2.0).sum().backward()
     assert w.grad.tolist() == [2.0 + 2.0, 4.0 + 2.0]
+
+
+# -- PyTorch keyword arguments -----------------------------------------------------------------------------------
+def test_add_and_sub_take_alpha() -> None:
+    a, b = _leaf([1.0, 2.0]), _leaf([10.0, 20.0])
+    y = a.add(b, alpha=2).sub(b, alpha=0.5)
+    y.sum().backward()
+    assert y.tolist() == [1.0 + 20.0 - 5.0, 2.0 + 40.0 - 10.0]
+    assert a.grad.tolist() == [1.0, 1.0] and b.grad.tolist() == [1.5, 1.5]
+    assert a.add(1.0, alpha=3).tolist() == [4.0, 5.0]
+
+
+def test_checkpoint_takes_use_reentrant_and_a_data_loader_takes_num_workers() -> None:
+    from rtxviz.data import DataLoader
+
+    x = _leaf([1.0, -1.0])
+    rtxviz.checkpoint(lambda t: t.relu() * 3.0, x, use_reentrant=False).sum().backward()
+    assert x.grad.tolist() == [3.0, 0.0]
+    ds = TensorDataset(Tensor(np.arange(6.0).reshape(6, 1)))
+    batches = [b[0].tolist() for b in DataLoader(ds, batch_size=4, num_workers=0, pin_memory=False)]
+    assert batches == [[[0.0], [1.0], [2.0], [3.0]], [[4.0], [5.0]]]
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got None"):
+        DataLoader(ds, batch_size=None)  # type: ignore[arg-type]

@@ -71,14 +71,17 @@ def run_segment(fn: Callable[..., Any], args: tuple, check: str, keep: Callable[
 
 # -- public API ------------------------------------------------------------------------------------------------
 def checkpoint(fn: Callable[..., Any], *args: Any, determinism_check: str = "shape",
-               keep_ops: Iterable[str] | Callable[[str], bool] | None = None) -> Any:
+               keep_ops: Iterable[str] | Callable[[str], bool] | None = None,
+               use_reentrant: bool | None = None) -> Any:
     """Run `fn(*args)` without keeping its internal activations; recompute them during backward.
 
     `fn` may also be a zero-argument closure (`checkpoint(lambda: layer(h))`): every Variable it reads that
     requires grad gets its gradient. `determinism_check`: "shape" (default: each recomputed op must see and
     produce the same shapes and dtypes), "values" (also compare a checksum of every op's output), or "none".
     `keep_ops` (op names or a predicate) makes the checkpoint selective: those ops' outputs are stored, not
-    recomputed. Returns one Variable; raises CheckpointError when the recomputation differs.
+    recomputed. Returns one Variable; raises CheckpointError when the recomputation differs. `use_reentrant` is
+    taken for PyTorch code (which passes it to silence a warning): either way this checkpoint works as PyTorch's
+    ``use_reentrant=False`` does, with gradients for every Variable `fn` reads.
 
     >>> from rtxviz import Variable
     >>> import numpy as np
@@ -87,6 +90,8 @@ def checkpoint(fn: Callable[..., Any], *args: Any, determinism_check: str = "sha
     >>> x.grad.tolist()
     [3.0, 0.0]
     """
+    if use_reentrant not in (None, True, False):
+        raise TypeError(f"checkpoint: use_reentrant must be True, False or None, got {use_reentrant!r}")
     keep = None
     if keep_ops is not None:
         keep = CheckpointStrategy.SELECTIVE(keep_ops).keep

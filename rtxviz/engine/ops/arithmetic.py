@@ -38,13 +38,15 @@ class Add(BroadcastBinary):
 
 @tensor_method("add")
 @implements(Add)
-def add(a: Any, b: Any) -> Any:
-    """a + b with broadcasting (a Python number b records `add_scalar`).
+def add(a: Any, b: Any, alpha: Any = 1) -> Any:
+    """a + alpha·b with broadcasting (a Python number b records `add_scalar`; `alpha` as PyTorch's).
 
     >>> from rtxviz import Tensor
-    >>> Tensor.ones([2]).add(1.0).tolist()
-    [2.0, 2.0]
+    >>> Tensor.ones([2]).add(1.0).tolist(), Tensor.ones([2]).add(Tensor.ones([2]), alpha=3).tolist()
+    ([2.0, 2.0], [4.0, 4.0])
     """
+    if alpha != 1:
+        b = b * alpha if _is_scalar(b) else mul(b, alpha)
     if _is_scalar(b) and isinstance(a, Tensor):
         return apply(AddScalar, (a,), {"value": b})
     return binary(Add, a, b)
@@ -62,8 +64,10 @@ class Sub(BroadcastBinary):
 
 @tensor_method("sub", "subtract")
 @implements(Sub)
-def sub(a: Any, b: Any) -> Any:
-    """a - b with broadcasting."""
+def sub(a: Any, b: Any, alpha: Any = 1) -> Any:
+    """a - alpha·b with broadcasting (`alpha` as PyTorch's)."""
+    if alpha != 1:
+        b = b * alpha if _is_scalar(b) else mul(b, alpha)
     if _is_scalar(b) and isinstance(a, Tensor):
         return apply(AddScalar, (a,), {"value": -b})
     if _is_scalar(a) and isinstance(b, Tensor):

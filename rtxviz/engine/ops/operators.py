@@ -15,8 +15,19 @@ from .linalg import matmul
 from .shape import compare
 from .unary import reciprocal
 
-tensor_method("__add__")(add)
-tensor_method("__sub__")(sub)
+
+@tensor_method("__add__")
+def add_operator(a: Any, b: Any) -> Any:
+    """a + b with broadcasting (a Python number b records `add_scalar`)."""
+    return add(a, b)
+
+
+@tensor_method("__sub__")
+def sub_operator(a: Any, b: Any) -> Any:
+    """a - b with broadcasting."""
+    return sub(a, b)
+
+
 tensor_method("__mul__")(mul)
 tensor_method("__truediv__")(div)
 tensor_method("__pow__")(pow)
