@@ -177,6 +177,18 @@ def test_every_lesson_is_a_real_engine_run_that_shows_its_point():
     # the MLP learns: the loss (a scalar, its value sent) is lower at the last step than at the first
     losses = [e["values"][0] for e in runs["mlp-digits"] if e["kind"] == "node" and e["op"] == "cross_entropy"]
     assert len(losses) == 20 and losses[-1] < losses[0] * 0.8
+    # ... from 2.33 to 1.35, while the weights' gradients grow, and its groups are model.0 and model.2, as its text
+    # says (review, eighteenth session: the text said the gradients shrink, and named groups fc1 and fc2)
+    text = next(lesson for lesson in catalog() if lesson.name == "mlp-digits").text
+    first, last = leaf_grads(runs["mlp-digits"], 0), leaf_grads(runs["mlp-digits"], 19)
+    for said in (f"from {losses[0]:.2f} to {losses[-1]:.2f}",
+                 f"`model.2.weight`'s norm\ngoes from {first['model.2.weight']['norm']:.2f} to "
+                 f"{last['model.2.weight']['norm']:.2f}",
+                 f"`model.0.weight`'s from {first['model.0.weight']['norm']:.2f} to "
+                 f"{last['model.0.weight']['norm']:.2f}"):
+        assert said in text, said
+    modules = {e["module"] for e in runs["mlp-digits"] if e["kind"] == "node"}
+    assert {"model.0", "model.2"} <= modules and "`model.0` and `model.2`" in text and "fc1" not in text
     # checkpointing: the segment is recomputed in backward
     phases = [e["phase"] for e in runs["checkpointing"] if e["kind"] == "checkpoint"]
     assert phases == ["begin", "end", "recompute_begin", "recompute_end"]
