@@ -93,7 +93,8 @@ def watch(url: str | None = None, run_name: str | None = None, *args: Any, noteb
 
 def show(obj: Any, height: int | None = None, display: bool = True) -> Any | None:
     """Display the live view of `obj`: a run from `watch(notebook=True)` (its widget, shown again), or a
-    Variable (its recorded graph, with the gradients backward left on it, drawn by the same app).
+    Variable (its recorded graph, with the gradients backward left on it, drawn by the same app), or a PyTorch
+    tensor (the graph behind its grad_fn, as `rtxviz.render` draws it).
     Returns None once displayed (a cell's last line shows it once), or, with ``display=False``, the widget.
     height: pixels (0: fit the graph; None: the size this cell's view had before, else fit).
 
@@ -117,7 +118,8 @@ def show(obj: Any, height: int | None = None, display: bool = True) -> Any | Non
         ipy_display(widget)
         return None
     if getattr(obj, "_node", None) is None and not hasattr(obj, "grad_fn"):
-        raise TypeError(f"rtxviz.notebook.show: expected a run from watch(notebook=True) or a Variable, got "
+        raise TypeError(f"rtxviz.notebook.show: expected a run from watch(notebook=True), a Variable or a PyTorch "
+                        f"tensor with a grad_fn, got "
                         f"{type(obj).__name__}")
     from .replay import graph_events
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..render.graph_model import OP_KINDS, GraphModel
+from ..render.torch_graph import events_of, is_torch_tensor
 from ..summary import GradStat
 
 
@@ -30,10 +31,16 @@ def _stats(g: GradStat, shape: tuple | None) -> dict:
 
 
 def graph_events(output: Any, name: str | None = None) -> Iterator[dict]:
-    """The events that draw `output`'s graph (see the module docstring), in an order the viewer applies."""
-    model = GraphModel.from_variable(output)
+    """The events that draw `output`'s graph (see the module docstring), in an order the viewer applies. A PyTorch
+    tensor's graph is read from its grad_fn, as `rtxviz.render` reads it."""
     t = time.time()
     base = {"v": 1, "t": t, "step": None}
+    if is_torch_tensor(output):
+        yield {**base, "kind": "run_start", "name": name or "graph"}
+        for ev in events_of(output):
+            yield {**base, **ev}
+        return
+    model = GraphModel.from_variable(output)
     yield {**base, "kind": "run_start", "name": name or getattr(output, "name", None) or
            next((n.label for n in model.nodes.values()), "graph")}
     ids = {key: i + 1 for i, key in enumerate(model.nodes)}

@@ -90,6 +90,7 @@ def events_of(output: Any) -> list[dict]:
         events.append({"kind": "node", "id": n_nodes, "op": meta.get("op") or op_from_grad_fn(name),
                        "inputs": inputs, "shape": list(md[0].shape) if md else [],
                        "dtype": str(md[0].dtype).removeprefix("torch.") if md else "?",
+                       "device": str(md[0].device) if md else "cpu",
                        "module": meta.get("module"), "attrs": {"grad_fn": name}, "step": None})
         if "grad" in meta:
             events.append({"kind": "grad", "node": n_nodes, "output": meta["grad"],

@@ -168,6 +168,24 @@ def test_show_a_variable_sends_its_graph_and_gradients(comms: list[RecordingComm
     assert {names[k]: v for k, v in grads.items()} == pytest.approx(expect, rel=1e-6)  # float32 leaves
 
 
+def test_show_a_pytorch_tensor_sends_the_graph_behind_its_grad_fn(comms: list[RecordingComm]) -> None:
+    """Review (eighteenth session): show() let a PyTorch tensor through its type check, then failed with
+    AttributeError: 'torch.dtype' object has no attribute 'name'."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 1)
+    out = lin(torch.ones(2, 3)).sum()
+    out.backward()
+    widget = rtxviz.notebook.show(out, display=False)
+    (_, events), = _widget_comm(comms, widget).batches()
+    for i, ev in enumerate(events):
+        validate_event(ev, i)
+    assert [ev["op"] for ev in events if ev["kind"] == "node"] == ["t", "addmm", "sum"]  # torch's own graph
+    grads = sorted(ev["stats"]["norm"] for ev in events if ev["kind"] == "leaf_grad")
+    expect = sorted(float(p.grad.norm()) for p in lin.parameters())
+    assert grads == pytest.approx(expect, rel=1e-6)
+
+
 def test_bad_input_names_the_function() -> None:
     with pytest.raises(TypeError, match=r"rtxviz.notebook.show: .* got int"):
         rtxviz.notebook.show(3, display=False)
