@@ -28,9 +28,10 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.render": {"rtxviz.engine", "rtxviz.summary"},
     "rtxviz.store": {"rtxviz.schema"},
     "rtxviz.export": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz.store", "rtxviz.render"},
-    # PyTorch models watched: the event stream's Run, the summaries, drawings and exports (never the engine's hook)
+    # PyTorch models watched: the event stream's Run, the summaries, drawings and exports (never the engine's hook),
+    # and the notebook's widget as a transport (watch(notebook=True))
     "rtxviz.torch": {"rtxviz.events", "rtxviz.schema", "rtxviz.summary", "rtxviz.render", "rtxviz.export",
-                     "rtxviz.debug", "rtxviz._version"},
+                     "rtxviz.debug", "rtxviz._version", "rtxviz.notebook"},
     "rtxviz.web": {"rtxviz.schema", "rtxviz.store", "rtxviz.summary", "rtxviz._version"},
     # the live view in a notebook: the emitter with a comm transport, a Variable's graph model replayed as events
     "rtxviz.notebook": {"rtxviz.events", "rtxviz.render", "rtxviz.summary", "rtxviz.engine"},

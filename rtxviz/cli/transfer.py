@@ -38,8 +38,10 @@ def run_id_arg(text: str) -> str:
 
 def _source_args(p: argparse.ArgumentParser, verb: str) -> None:
     src = p.add_mutually_exclusive_group()
+    # reading is safe while a server writes the file; writing it is refused then (the server holds it: use --url)
+    when = "safe while the server runs" if verb == "read" else "refused while a server holds it: use --url then"
     src.add_argument("--db", default=None, help=f"{verb} the server's SQLite file (default $RTXVIZ_DB or "
-                                                "~/.rtxviz/runs.db; safe while the server runs)")
+                                                f"~/.rtxviz/runs.db; {when})")
     src.add_argument("--url", default=None, help=f"{verb} a running server instead, e.g. http://127.0.0.1:8000")
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
 

@@ -93,7 +93,20 @@ def watch(model: torch.nn.Module | None = None, url: str | None = None, run_name
     model: its module paths and parameter names label the graph. url: the server (default: RTXVIZ_SERVER).
     sample_every: record every k-th step (the others run with every seam returning at once). Other options as
     `rtxviz.events.watch` (max_queue, values_max_numel, meta, batch_size, flush_interval, close_timeout, run_id).
+    ``notebook=True`` (with `height`, `display`): the live view is a widget in this cell, as `rtxviz.watch`'s;
+    no server, no URL; `run.widget` is the widget.
     """
+    widget = None
+    if options.pop("notebook", False):
+        from ..notebook.api import NOTEBOOK_FLUSH_INTERVAL, new_widget
+
+        if url is not None or transport is not None:
+            raise ValueError("rtxviz.torch.watch(notebook=True) sends no events to a server; got "
+                             f"{'url=' + repr(url) if url is not None else 'a transport'} as well")
+        widget = new_widget(run_name or "", height=options.pop("height", None),
+                            display=options.pop("display", True))
+        options.setdefault("flush_interval", NOTEBOOK_FLUSH_INTERVAL)
+        transport = widget.transport()
     if transport is None:
         url = url or os.environ.get("RTXVIZ_SERVER")
         if not url:
@@ -104,4 +117,9 @@ def watch(model: torch.nn.Module | None = None, url: str | None = None, run_name
     if model is not None and not isinstance(model, torch.nn.Module):
         raise TypeError(f"rtxviz.torch.watch: model must be a torch.nn.Module, got {type(model).__name__}")
     meta = {"framework": "torch", "torch": torch.__version__, **(options.pop("meta", None) or {})}
-    return TorchRun(transport, model, run_name=run_name, sample_every=sample_every, meta=meta, **options)
+    run = TorchRun(transport, model, run_name=run_name or ("notebook" if widget is not None else None),
+                   sample_every=sample_every, meta=meta, **options)
+    if widget is not None:
+        widget.attach(run)
+        run.widget = widget  # type: ignore[attr-defined]
+    return run

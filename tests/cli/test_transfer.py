@@ -123,3 +123,19 @@ def test_export_needs_exactly_one_output(capsys):
     with pytest.raises(SystemExit):
         cli.main(["export", "latest", "--jsonl", "a", "--trace", "b"])
     assert "--jsonl" in capsys.readouterr().err
+
+
+def test_import_help_says_a_served_database_is_refused(capsys):
+    """Review (eighteenth session): `import --help` said --db was "safe while the server runs"; the import is
+    refused while a server holds the file (docs/server.md)."""
+    import pytest
+
+    from rtxviz import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["import", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "refused while a server holds it" in out and "safe while the server runs" not in out
+    with pytest.raises(SystemExit):
+        cli.main(["export", "--help"])
+    assert "safe while the server runs" in " ".join(capsys.readouterr().out.split())

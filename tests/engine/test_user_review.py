@@ -224,3 +224,14 @@ def test_checkpoint_takes_use_reentrant_and_a_data_loader_takes_num_workers() ->
     assert batches == [[[0.0], [1.0], [2.0], [3.0]], [[4.0], [5.0]]]
     with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got None"):
         DataLoader(ds, batch_size=None)  # type: ignore[arg-type]
+
+
+def test_checkpoint_sequential_takes_pytorchs_argument_order() -> None:
+    """Review: (layers, 2, x) failed with "strategy must be a CheckpointStrategy, got Variable(...)"."""
+    layers = [lambda t: t * 2.0] * 4
+    x = _leaf([2.0])
+    y = rtxviz.checkpoint_sequential(layers, 2, x, use_reentrant=False)
+    y.sum().backward()
+    assert y.tolist() == [32.0] and x.grad.tolist() == [16.0]
+    with pytest.raises(TypeError, match=r"\(layers, segments, input\)"):
+        rtxviz.checkpoint_sequential(layers, x, "sqrt")

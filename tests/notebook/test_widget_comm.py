@@ -186,6 +186,31 @@ def test_show_a_pytorch_tensor_sends_the_graph_behind_its_grad_fn(comms: list[Re
     assert grads == pytest.approx(expect, rel=1e-6)
 
 
+def test_a_watched_pytorch_model_streams_into_the_widget(comms: list[RecordingComm]) -> None:
+    """Review (eighteenth session): rtxviz.torch.watch(model, notebook=True) asked for a server URL, and with one
+    refused the keyword."""
+    torch = pytest.importorskip("torch")
+    import rtxviz.torch as rtorch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with rtorch.watch(model, notebook=True, display=False) as run:
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.ones(4, 3)).sum().backward()
+            opt.step()
+    events = [ev for _, batch in _widget_comm(comms, run.widget).batches() for ev in batch]
+    for i, ev in enumerate(events):
+        validate_event(ev, i)
+    assert run.stats()["dropped"] == 0 and run.widget.run_name == "notebook"
+    assert {ev["module"] for ev in events if ev["kind"] == "node"} >= {"0", "1", "2"}
+    norms = {p["name"]: p["grad_norm"] for ev in events if ev["kind"] == "optimizer_step" for p in ev["params"]}
+    assert norms == pytest.approx({n: float(p.grad.norm()) for n, p in model.named_parameters()}, rel=1e-6)
+    with pytest.raises(ValueError, match="sends no events to a server"):
+        rtorch.watch(model, url="http://127.0.0.1:9", notebook=True, display=False)
+
+
 def test_bad_input_names_the_function() -> None:
     with pytest.raises(TypeError, match=r"rtxviz.notebook.show: .* got int"):
         rtxviz.notebook.show(3, display=False)

@@ -109,9 +109,14 @@ def _sequence(layers: Sequence[Callable[[Any], Any]]) -> Callable[[Any], Any]:
 
 
 def checkpoint_sequential(layers: Sequence[Callable[[Any], Any]], input: Any,
-                          strategy: CheckpointStrategy | None = None, determinism_check: str = "shape") -> Any:
+                          strategy: Any = None, determinism_check: str = "shape",
+                          use_reentrant: bool | None = None) -> Any:
     """Run `layers` (callables, each taking and returning one value) in order, checkpointed per `strategy`
     (default SQRT_N: ceil(√n) segments, the last one not recomputed).
+
+    PyTorch's order, ``checkpoint_sequential(layers, segments, input)`` with an int segment count, is taken too:
+    segments of len(layers) // segments layers (as PyTorch splits them), i.e. ``CheckpointStrategy.EVERY(k)``.
+    `use_reentrant` is taken for PyTorch code and changes nothing (see `checkpoint`).
 
     >>> from rtxviz import Variable
     >>> import numpy as np
@@ -121,10 +126,17 @@ def checkpoint_sequential(layers: Sequence[Callable[[Any], Any]], input: Any,
     >>> x.grad.tolist()
     [16.0]
     """
+    layers = list(layers)
+    if type(input) is int and not isinstance(strategy, CheckpointStrategy) and strategy is not None:
+        # PyTorch's argument order: (functions, segments, input)
+        count, input = input, strategy
+        if count < 1:
+            raise ValueError(f"checkpoint_sequential: segments must be >= 1, got {count}")
+        strategy = CheckpointStrategy.EVERY(max(1, len(layers) // count))
     strategy = CheckpointStrategy.SQRT_N if strategy is None else strategy
     if not isinstance(strategy, CheckpointStrategy):
-        raise TypeError(f"checkpoint_sequential: strategy must be a CheckpointStrategy, got {strategy!r}")
-    layers = list(layers)
+        raise TypeError(f"checkpoint_sequential: strategy must be a CheckpointStrategy, got {strategy!r} "
+                        "(the arguments are (layers, input, strategy), or PyTorch's (layers, segments, input))")
     for i, layer in enumerate(layers):
         if not callable(layer):
             raise TypeError(f"checkpoint_sequential: layer {i} is a {type(layer).__name__}, not callable")
