@@ -65,7 +65,7 @@ def device_or_dtype(device: Any, dtype: Any) -> tuple[Any, Any]:
     ``t.to(torch.float64)``: (None, that dtype). A device, or a dtype given by name, stays where it is.
 
     >>> device_or_dtype(float64, None), device_or_dtype("float64", None), device_or_dtype("cpu", None)
-    ((None, dtype('float64')), (None, dtype('float64')), ('cpu', None))
+    ((None, dtype('float64')), (None, 'float64'), ('cpu', None))
     """
     if dtype is None and device is not None and (
             isinstance(device, np.dtype) or (isinstance(device, type) and issubclass(device, np.generic))
