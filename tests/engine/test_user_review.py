@@ -118,10 +118,10 @@ def test_adam_counts_only_the_steps_it_took() -> None:
     with pytest.raises(ShapeError):
         p.grad = rtxviz.randn(4)
     p.grad = rtxviz.ones(3)
-    before = p.data.copy()
+    before = np.asarray(p.tolist())
     opt.step()
     # Adam's first step moves every coordinate by lr (bias-corrected m / sqrt(v) is 1): PyTorch's 0.1
-    np.testing.assert_allclose(before - p.data, [0.1, 0.1, 0.1], rtol=1e-5)
+    np.testing.assert_allclose(before - np.asarray(p.tolist()), [0.1, 0.1, 0.1], rtol=1e-5)
     assert opt.state[p]["step"] == 1  # PyTorch's habit: the state is looked up by the parameter
     assert p in opt.state and rtxviz.randn(1) not in opt.state
 
@@ -132,7 +132,7 @@ def test_a_tensor_dataset_item_of_a_1d_tensor_is_a_working_0d_tensor() -> None:
     x, y = ds[2]
     assert x.tolist() == [4.0, 5.0]
     assert y.shape == () and y.item() == 2 and (y + 1).item() == 3 and y.tolist() == 2
-    assert repr(ds[-1][1]) == "Tensor(5, dtype=int64)"
+    assert repr(ds[-1][1]).startswith("Tensor(5, dtype=int64")  # (the device pass adds its device)
 
 
 # -- Python's operators and protocols ------------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def test_in_place_writes_that_keep_the_graph_whole_still_work() -> None:
     h[0] += 1.0
     v = h.T  # after the writes
     (v * v).sum().backward()
-    expected = 2 * (2 * x.data + np.array([[1.0], [0.0]])) * 2
+    expected = 2 * (2 * np.asarray(x.tolist()) + np.array([[1.0], [0.0]])) * 2
     np.testing.assert_allclose(x.grad.numpy(), expected)
     w = nn.Parameter(rtxviz.tensor([1.0, 2.0]))
     opt = optim.SGD([w], lr=0.5)
