@@ -70,6 +70,22 @@ def test_clamp_with_one_tensor_bound_and_clip_alike() -> None:
     assert rtxviz.tensor([5.0, -5.0]).clamp(max=rtxviz.tensor([1.0, 1.0])).tolist() == [1.0, -5.0]
 
 
+def test_clamp_with_tensor_bounds_replays_from_the_graph_cache() -> None:
+    """Its masks come from the compare op, so a replay recomputes them from the new input (a mask made with raw
+    numpy made the capture refuse the function)."""
+    from rtxviz.engine.cache.api import graph_cache_stats, init_graph_cache, run_cached
+
+    init_graph_cache()
+    lo, hi = Tensor(np.zeros(3)), Tensor(np.ones(3))
+
+    def clamped(x: Tensor) -> Tensor:
+        return x.clamp(min=lo, max=hi) * 1.0
+
+    assert run_cached(clamped, Tensor(np.array([-1.0, 0.5, 2.0]))).tolist() == [0.0, 0.5, 1.0]
+    assert run_cached(clamped, Tensor(np.array([0.25, -3.0, 0.75]))).tolist() == [0.25, 0.0, 0.75]
+    assert graph_cache_stats()["hits"] == 1
+
+
 # -- a BackwardFunction instance called twice ---------------------------------------------------------------------
 class _Square(BackwardFunction):
     def forward(self, ctx, x):  # type: ignore[no-untyped-def]
@@ -144,6 +160,7 @@ def test_bool_masks_combine_with_and_or_xor_not_as_numpy_does() -> None:
     assert (m | n).tolist() == ((a > 0) | (a < 2.5)).tolist()
     assert (m ^ n).tolist() == ((a > 0) ^ (a < 2.5)).tolist()
     assert (~m).tolist() == (~(a > 0)).tolist() and (True & m).tolist() == (a > 0).tolist()
+    assert (True ^ m).tolist() == (True ^ (a > 0)).tolist() and (False | m).tolist() == (a > 0).tolist()
     i = rtxviz.tensor([6, 3, 0])
     assert (i & 3).tolist() == [2, 3, 0] and (~i).tolist() == [-7, -4, -1]
     assert i.logical_not().tolist() == [False, False, True]

@@ -87,7 +87,7 @@ class Abs(Elementwise):
         return (mask_mul(g, ctx.saved_inputs, "sign"),)
 
 
-@tensor_method("abs", "__abs__")
+@tensor_method("abs")
 @implements(Abs)
 def abs(x: Any) -> Any:
     return unary(Abs, x)
@@ -572,22 +572,16 @@ def clamp(x: Any, min: Any = None, max: Any = None) -> Any:
     if min is None and max is None:
         raise ValueError("clamp: give at least one of min and max")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        from .index import where  # index imports this module
+        from .index import compare, where  # index imports this module
 
+        # the masks by `compare`, an op: a graph-cache replay recomputes them from the new values
         out = x
         if min is not None:
-            out = where(_below(x, min), min, out)
+            out = where(compare(x, min, "__lt__"), min, out)
         if max is not None:
-            out = where(_below(max, out), max, out)
+            out = where(compare(out, max, "__gt__"), max, out)
         return out
     return unary(Clamp, x, {"min": min, "max": max})
-
-
-def _below(a: Any, b: Any) -> Tensor:
-    """The mask a < b as a plain bool Tensor (no graph: a comparison has no gradient)."""
-    av = a.data if isinstance(a, Tensor) else a
-    bv = b.data if isinstance(b, Tensor) else b
-    return Tensor._wrap(xp_of(av if isinstance(a, Tensor) else bv).less(av, bv))
 
 
 class MinimumScalar(Elementwise):
