@@ -371,9 +371,10 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
         result._retains_grad = False
         result._hooks = None
         if record:
-            if _versions.RECORDED_LAST:  # a graph's value was written in place: no input may be an outdated alias
+            last_write = _versions.RECORDED_LAST
+            if last_write:  # a graph's value was written in place: no input may be an outdated alias of it
                 for i, v in enumerate(inputs):
-                    if v._node is not None and v._node.id < _versions.RECORDED_LAST:
+                    if v._node is not None and v._node.id < last_write:
                         _versions.check_alias(v, op.name, i)
             # Per input: its node, the leaf itself when it requires grad, else None.
             if n_in == 2:

@@ -296,8 +296,8 @@ class Tensor:
         def __abs__(x: Any) -> Any:
             ...
 
-        def __add__(a: Any, b: Any) -> Any:
-            """a + b with broadcasting (a Python number b records `add_scalar`)."""
+        def __add__(a: Any, b: Any, alpha: Any = 1) -> Any:
+            """a + alpha·b with broadcasting (a Python number b records `add_scalar`; `alpha` as PyTorch's)."""
 
         def __and__(a: Tensor, b: Any) -> Tensor:
             """a & b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
@@ -320,7 +320,7 @@ class Tensor:
         def __gt__(self: Tensor, other: Any) -> Tensor:
             """self > other, elementwise (bool, no gradient)."""
 
-        def __iadd__(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
+        def __iadd__(x: Tensor, other: Any, alpha: Any = 1.0) -> Tensor:
             """x += alpha · other, in place."""
 
         def __imul__(x: Tensor, other: Any) -> Tensor:
@@ -329,7 +329,7 @@ class Tensor:
         def __invert__(a: Tensor) -> Tensor:
             """~a elementwise: not, for a bool tensor; bitwise not for int64 (no gradient)."""
 
-        def __isub__(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
+        def __isub__(x: Tensor, other: Any, alpha: Any = 1.0) -> Tensor:
             """x -= alpha · other, in place."""
 
         def __iter__(x: Any) -> Any:
@@ -389,11 +389,14 @@ class Tensor:
         def __rtruediv__(self: Tensor, other: Any) -> Any:
             """other / self (a Python number: other · reciprocal(self))."""
 
+        def __rxor__(a: Tensor, b: Any) -> Tensor:
+            """b ^ a (a bool or int on the left)."""
+
         def __setitem__(x: Tensor, key: Any, value: Any) -> None:
             """``x[key] = value``: numpy/PyTorch basic and advanced indexing, value broadcast into the picked region."""
 
-        def __sub__(a: Any, b: Any) -> Any:
-            """a - b with broadcasting."""
+        def __sub__(a: Any, b: Any, alpha: Any = 1) -> Any:
+            """a - alpha·b with broadcasting (`alpha` as PyTorch's)."""
 
         def __truediv__(a: Any, b: Any) -> Any:
             """a / b with broadcasting."""
@@ -414,7 +417,7 @@ class Tensor:
         def add(a: Any, b: Any, alpha: Any = 1) -> Any:
             """a + alpha·b with broadcasting (a Python number b records `add_scalar`; `alpha` as PyTorch's)."""
 
-        def add_(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
+        def add_(x: Tensor, other: Any, alpha: Any = 1.0) -> Tensor:
             """x += alpha · other, in place."""
 
         def add_scalar(x: Tensor, value: builtins.float) -> Any:
@@ -768,7 +771,7 @@ class Tensor:
         def sub(a: Any, b: Any, alpha: Any = 1) -> Any:
             """a - alpha·b with broadcasting (`alpha` as PyTorch's)."""
 
-        def sub_(x: Tensor, other: Any, alpha: builtins.float = 1.0) -> Tensor:
+        def sub_(x: Tensor, other: Any, alpha: Any = 1.0) -> Tensor:
             """x -= alpha · other, in place."""
 
         def subtract(a: Any, b: Any, alpha: Any = 1) -> Any:

@@ -529,42 +529,6 @@ def logical(a: Tensor, b: Any, name: str) -> Tensor:
     return apply(Logical, (Tensor._wrap(a.data), Tensor._wrap(b.data)), _LOGICAL_ATTRS[name])
 
 
-@tensor_method("__and__", "bitwise_and")
-def and_(a: Tensor, b: Any) -> Tensor:
-    """a & b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
-    return logical(a, b, "__and__")
-
-
-@tensor_method("__or__", "bitwise_or")
-def or_(a: Tensor, b: Any) -> Tensor:
-    """a | b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
-    return logical(a, b, "__or__")
-
-
-@tensor_method("__xor__", "bitwise_xor")
-def xor(a: Tensor, b: Any) -> Tensor:
-    """a ^ b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
-    return logical(a, b, "__xor__")
-
-
-@tensor_method("__rand__")
-def rand_(a: Tensor, b: Any) -> Tensor:
-    """b & a (a bool or int on the left)."""
-    return logical(a, b, "__and__")
-
-
-@tensor_method("__ror__")
-def ror(a: Tensor, b: Any) -> Tensor:
-    """b | a (a bool or int on the left)."""
-    return logical(a, b, "__or__")
-
-
-@tensor_method("__invert__", "bitwise_not")
-def invert(a: Tensor) -> Tensor:
-    """~a elementwise: not, for a bool tensor; bitwise not for int64 (no gradient)."""
-    return logical(a, None, "__invert__")
-
-
 @tensor_method("logical_not")
 def logical_not(a: Tensor) -> Tensor:
     """not a, elementwise, as bool: a bool tensor's negation, any other's ``a == 0`` (no gradient)."""

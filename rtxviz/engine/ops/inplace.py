@@ -89,13 +89,13 @@ def _apply_inplace(x: Tensor, op: str, compute: Callable[[Tensor], Any], *others
 
 # -- arithmetic ---------------------------------------------------------------------------------------------------
 @tensor_method("add_", "__iadd__")
-def add_(x: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
+def add_(x: Tensor, other: Any, alpha: Any = 1.0) -> Tensor:
     """x += alpha · other, in place."""
     return _apply_inplace(x, "add_", lambda s: _a.add(s, other if alpha == 1 else _a.mul(other, alpha)), other)
 
 
 @tensor_method("sub_", "__isub__")
-def sub_(x: Tensor, other: Any, alpha: float = 1.0) -> Tensor:
+def sub_(x: Tensor, other: Any, alpha: Any = 1.0) -> Tensor:
     """x -= alpha · other, in place."""
     return _apply_inplace(x, "sub_", lambda s: _a.sub(s, other if alpha == 1 else _a.mul(other, alpha)), other)
 

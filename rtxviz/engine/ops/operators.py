@@ -1,4 +1,5 @@
-"""Python operators on Tensor and Variable: + - * / ** @, unary - and +, and comparisons (no gradient).
+"""Python operators on Tensor and Variable: + - * / ** @, unary - and +, abs(), and comparisons and & | ^ ~
+(no gradient).
 
 Each reflected form (``2.0 - x`` calls ``x.__rsub__(2.0)``) is a named function here, so that the Tensor class can
 declare it for type checkers (`Tensor`'s ``TYPE_CHECKING`` block).
@@ -11,28 +12,19 @@ from typing import Any
 from ..tensor import Tensor
 from ._base import tensor_method
 from .arithmetic import add, div, mul, neg, pow, sub
+from .index import logical
 from .linalg import matmul
 from .shape import compare
-from .unary import reciprocal
+from .unary import abs, reciprocal
 
-
-@tensor_method("__add__")
-def add_operator(a: Any, b: Any) -> Any:
-    """a + b with broadcasting (a Python number b records `add_scalar`)."""
-    return add(a, b)
-
-
-@tensor_method("__sub__")
-def sub_operator(a: Any, b: Any) -> Any:
-    """a - b with broadcasting."""
-    return sub(a, b)
-
-
+tensor_method("__add__")(add)
+tensor_method("__sub__")(sub)
 tensor_method("__mul__")(mul)
 tensor_method("__truediv__")(div)
 tensor_method("__pow__")(pow)
 tensor_method("__matmul__")(matmul)
 tensor_method("__neg__")(neg)
+tensor_method("__abs__")(abs)
 
 
 @tensor_method("__radd__")
@@ -113,6 +105,48 @@ def eq(self: Tensor, other: Any) -> Tensor:
 def ne(self: Tensor, other: Any) -> Tensor:
     """self != other, elementwise (bool, no gradient)."""
     return compare(self, other, "__ne__")
+
+
+@tensor_method("__and__", "bitwise_and")
+def and_(a: Tensor, b: Any) -> Tensor:
+    """a & b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+    return logical(a, b, "__and__")
+
+
+@tensor_method("__or__", "bitwise_or")
+def or_(a: Tensor, b: Any) -> Tensor:
+    """a | b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+    return logical(a, b, "__or__")
+
+
+@tensor_method("__xor__", "bitwise_xor")
+def xor(a: Tensor, b: Any) -> Tensor:
+    """a ^ b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
+    return logical(a, b, "__xor__")
+
+
+@tensor_method("__rand__")
+def rand_(a: Tensor, b: Any) -> Tensor:
+    """b & a (a bool or int on the left)."""
+    return logical(a, b, "__and__")
+
+
+@tensor_method("__ror__")
+def ror(a: Tensor, b: Any) -> Tensor:
+    """b | a (a bool or int on the left)."""
+    return logical(a, b, "__or__")
+
+
+@tensor_method("__rxor__")
+def rxor(a: Tensor, b: Any) -> Tensor:
+    """b ^ a (a bool or int on the left)."""
+    return logical(a, b, "__xor__")
+
+
+@tensor_method("__invert__", "bitwise_not")
+def invert(a: Tensor) -> Tensor:
+    """~a elementwise: not, for a bool tensor; bitwise not for int64 (no gradient)."""
+    return logical(a, None, "__invert__")
 
 
 Tensor.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]  # defining __eq__ would unset it
