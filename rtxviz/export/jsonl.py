@@ -153,11 +153,10 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
     run_id = check_run_id(run_id) if run_id is not None else new_run_id()
     events = _validated(path)
     name = _run_name(events, run_id)
-    headers = {"Content-Type": "application/x-ndjson"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = {"Content-Type": "application/x-ndjson", **auth}
     base = url.rstrip("/")
-    if _server_has_run(base, run_id, {k: v for k, v in headers.items() if k == "Authorization"}, timeout):
+    if _server_has_run(base, run_id, auth, timeout):
         raise RtxvizError(f"import: {base} already has a run {run_id!r}; pick another --run-id")
     for start in range(0, max(len(events), 1), batch):
         body = "\n".join(encode_event(e) for e in events[start:start + batch]).encode()

@@ -41,7 +41,7 @@ def new_widget(run_name: str = "", height: int | None = None, display: bool = Tr
     fits the graph (0)."""
     from .widget import ViewerWidget
 
-    if height is not None and (not isinstance(height, int) or height < 0):
+    if height is not None and (isinstance(height, bool) or not isinstance(height, int) or height < 0):
         raise ValueError(f"rtxviz.notebook: height must be a number of pixels >= 0 (0: fit the graph), got "
                          f"{height!r}")
     cell = _cell_id()
@@ -82,12 +82,24 @@ def watch(url: str | None = None, run_name: str | None = None, *args: Any, noteb
         raise TypeError(f"watch(notebook=True): pass options by name (sample_every=..., max_queue=...), got {args!r}")
     if url is not None:
         raise ValueError(f"watch(notebook=True) sends no events to a server; got url={url!r} as well")
+    widget, transport = widget_transport(run_name, height, display, options)
+    return attach_widget(widget, emitter.watch(run_name=run_name or "notebook", transport=transport, **options))
+
+
+def widget_transport(run_name: str | None, height: int | None, display: bool,
+                     options: dict[str, Any]) -> tuple[Any, Any]:
+    """A notebook run's widget and the transport into it, for any Run (`watch` here, `rtxviz.torch.watch`): takes
+    the snapshot options out of the run's `options` and gives it the notebook's flush interval."""
     widget = new_widget(run_name or "", height=height, display=display)
     options.setdefault("flush_interval", NOTEBOOK_FLUSH_INTERVAL)
     snapshot_options = {k: options.pop(k) for k in ("snapshot_interval", "snapshot_max_events") if k in options}
-    run = emitter.watch(run_name=run_name or "notebook", transport=widget.transport(**snapshot_options), **options)
+    return widget, widget.transport(**snapshot_options)
+
+
+def attach_widget(widget: Any, run: Any) -> Any:
+    """Name `widget` after `run` and make it `run.widget`; returns the run."""
     widget.attach(run)
-    run.widget = widget  # type: ignore[attr-defined]
+    run.widget = widget
     return run
 
 

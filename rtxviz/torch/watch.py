@@ -98,15 +98,13 @@ def watch(model: torch.nn.Module | None = None, url: str | None = None, run_name
     """
     widget = None
     if options.pop("notebook", False):
-        from ..notebook.api import NOTEBOOK_FLUSH_INTERVAL, new_widget
+        from ..notebook.api import widget_transport
 
         if url is not None or transport is not None:
             raise ValueError("rtxviz.torch.watch(notebook=True) sends no events to a server; got "
                              f"{'url=' + repr(url) if url is not None else 'a transport'} as well")
-        widget = new_widget(run_name or "", height=options.pop("height", None),
-                            display=options.pop("display", True))
-        options.setdefault("flush_interval", NOTEBOOK_FLUSH_INTERVAL)
-        transport = widget.transport()
+        widget, transport = widget_transport(run_name, options.pop("height", None), options.pop("display", True),
+                                             options)
     if transport is None:
         url = url or os.environ.get("RTXVIZ_SERVER")
         if not url:
@@ -120,6 +118,7 @@ def watch(model: torch.nn.Module | None = None, url: str | None = None, run_name
     run = TorchRun(transport, model, run_name=run_name or ("notebook" if widget is not None else None),
                    sample_every=sample_every, meta=meta, **options)
     if widget is not None:
-        widget.attach(run)
-        run.widget = widget  # type: ignore[attr-defined]
+        from ..notebook.api import attach_widget
+
+        attach_widget(widget, run)
     return run

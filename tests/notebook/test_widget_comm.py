@@ -214,5 +214,7 @@ def test_a_watched_pytorch_model_streams_into_the_widget(comms: list[RecordingCo
 def test_bad_input_names_the_function() -> None:
     with pytest.raises(TypeError, match=r"rtxviz.notebook.show: .* got int"):
         rtxviz.notebook.show(3, display=False)
+    with pytest.raises(ValueError, match=r"height must be a number of pixels >= 0 .* got True"):
+        api.new_widget("x", height=True, display=False)  # review (eighteenth session): a bool passed as pixels
     with pytest.raises(ValueError, match=r"watch\(notebook=True\) sends no events to a server; got url="):
         rtxviz.watch("http://127.0.0.1:9", notebook=True)
