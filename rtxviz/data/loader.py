@@ -18,7 +18,7 @@ import numpy as np
 
 from ..engine.errors import ShapeError
 from ..engine.tensor import Tensor
-from .dataset import Dataset, TensorDataset
+from .dataset import Dataset, takes_batches
 
 
 def default_collate(items: Sequence[Any]) -> Any:
@@ -45,7 +45,8 @@ class DataLoader:
 
     shuffle: a new permutation every epoch from `generator` (a numpy Generator) or, if none is given, from
     `np.random.default_rng(seed)` made once here, so `seed` fixes the whole sequence of epochs.
-    A TensorDataset without a collate_fn is batched by fancy indexing (one copy per batch, no Python loop).
+    A TensorDataset (or a Subset of one) without a collate_fn is batched by fancy indexing (one copy per batch,
+    no Python loop).
     `num_workers` and `pin_memory` are taken for PyTorch code: batches are always made in the calling process
     (no worker processes start), and there is no pinned memory to ask for.
     """
@@ -75,11 +76,11 @@ class DataLoader:
         order = self._order()
         n, bs = len(order), self.batch_size
         stop = n - n % bs if self.drop_last else n
-        fast = self.collate_fn is None and isinstance(self.dataset, TensorDataset)
+        fast = self.collate_fn is None and takes_batches(self.dataset)
         collate = self.collate_fn or default_collate
         for start in range(0, stop, bs):
             idx = order[start:start + bs]
             if fast:
-                yield self.dataset.take(idx)  # type: ignore[attr-defined]  # a TensorDataset (fast)
+                yield self.dataset.take(idx)  # type: ignore[attr-defined]  # a TensorDataset or Subset (fast)
             else:
                 yield collate([self.dataset[int(i)] for i in idx])

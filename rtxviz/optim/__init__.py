@@ -1,5 +1,6 @@
-"""rtxviz.optim: SGD, Adam, AdamW, RMSprop, Adagrad, NAdam, RAdam, LBFGS, learning-rate schedulers and
-gradient clipping, with PyTorch's arguments, defaults, param_groups and state_dict layout.
+"""rtxviz.optim: SGD, Adam, AdamW, RMSprop, Adagrad, NAdam, RAdam, LBFGS, learning-rate schedulers (all of
+torch.optim.lr_scheduler's, also in `lr_scheduler`) and gradient clipping, with PyTorch's arguments, defaults,
+param_groups and state_dict layout.
 
 >>> from rtxviz import Tensor
 >>> from rtxviz.nn import Linear, MSELoss
@@ -22,13 +23,19 @@ from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .lbfgs import LBFGS
 from .lr_scheduler import (
+    ChainedScheduler,
+    ConstantLR,
     CosineAnnealingLR,
+    CosineAnnealingWarmRestarts,
+    CyclicLR,
     ExponentialLR,
     LambdaLR,
     LinearLR,
     LRScheduler,
+    MultiplicativeLR,
     MultiStepLR,
     OneCycleLR,
+    PolynomialLR,
     ReduceLROnPlateau,
     SequentialLR,
     StepLR,
@@ -39,6 +46,7 @@ from .radam import RAdam
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["LBFGS", "SGD", "Adagrad", "Adam", "AdamW", "CosineAnnealingLR", "ExponentialLR", "LRScheduler",
-           "LambdaLR", "LinearLR", "MultiStepLR", "NAdam", "OneCycleLR", "Optimizer", "RAdam", "RMSprop",
+__all__ = ["LBFGS", "SGD", "Adagrad", "Adam", "AdamW", "ChainedScheduler", "ConstantLR", "CosineAnnealingLR",
+           "CosineAnnealingWarmRestarts", "CyclicLR", "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR",
+           "MultiStepLR", "MultiplicativeLR", "NAdam", "OneCycleLR", "Optimizer", "PolynomialLR", "RAdam", "RMSprop",
            "ReduceLROnPlateau", "SequentialLR", "StepLR", "clip_grad_norm_", "clip_grad_value_", "lr_scheduler"]

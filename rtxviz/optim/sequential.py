@@ -21,8 +21,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
+from .chained import check_schedulers
 from .optimizer import Optimizer
-from .plateau import ReduceLROnPlateau
 from .scheduler_base import LRScheduler, check_optimizer
 
 
@@ -32,15 +32,13 @@ class SequentialLR(LRScheduler):
     def __init__(self, optimizer: Optimizer, schedulers: list[LRScheduler], milestones: list[int],
                  last_epoch: int = -1) -> None:
         check_optimizer("SequentialLR", optimizer)
-        if len(schedulers) < 1:
-            raise ValueError("SequentialLR: expects at least one scheduler, got none")
-        for i, s in enumerate(schedulers):
-            if not hasattr(s, "optimizer"):
-                raise TypeError(f"SequentialLR: scheduler {i} ({type(s).__name__}) has no optimizer")
-            if isinstance(s, ReduceLROnPlateau):
-                raise ValueError(f"SequentialLR: scheduler {i} is a ReduceLROnPlateau, whose step needs a metric")
-            if s.optimizer is not optimizer:
-                raise ValueError(f"SequentialLR: scheduler {i} ({type(s).__name__}) drives another optimizer")
+        check_schedulers("SequentialLR", schedulers, optimizer)
+        for i, s in enumerate(schedulers[1:], start=1):
+            # a later scheduler restarts at its epoch 0 through its own lr formula; PyTorch fails there with a
+            # bare NotImplementedError for a scheduler that combines others
+            if hasattr(s, "_schedulers"):
+                raise ValueError(f"SequentialLR: scheduler {i} ({type(s).__name__}) combines schedulers and has no "
+                                 "lr of its own to restart from at a milestone; only the first scheduler may")
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(f"SequentialLR: expects one milestone fewer than schedulers, got {len(schedulers)} "
                              f"schedulers and {len(milestones)} milestones")
