@@ -46,9 +46,16 @@ from .losses import (
     NLLLoss,
     SmoothL1Loss,
 )
+from .normalization import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from .pooling import AvgPool1d, MaxPool1d
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ += [*_layers_all, "BCELoss", "BCEWithLogitsLoss", "CosineEmbeddingLoss", "CrossEntropyLoss", "HuberLoss",
             "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss", "SmoothL1Loss"]
+
+# 1-D pooling, instance normalisation and upsampling (pooling.py, normalization.py, upsampling.py)
+__all__ += ["AvgPool1d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "MaxPool1d", "Upsample",
+            "UpsamplingBilinear2d", "UpsamplingNearest2d"]
 
 # recurrent and attention modules (rnn.py, transformer.py)
 __all__ += [

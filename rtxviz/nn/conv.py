@@ -17,6 +17,8 @@ from typing import Any
 from ..engine.errors import ShapeError
 from ..engine.ops import nn as _F
 from ..engine.ops.shape import pad as _pad
+from ..engine.ops.shape import squeeze as _squeeze
+from ..engine.ops.shape import unsqueeze as _unsqueeze
 from . import init
 from ._args import input_dims, ntuple, positive_int
 from .linear import empty_parameter
@@ -82,13 +84,20 @@ class _ConvNd(Module):
             fan_in, _ = init.calculate_fan_in_and_fan_out(self.weight)
             init.default_bias_(self.bias, fan_in)
 
-    def _check_input(self, x: Any) -> None:
+    def _batched_input(self, x: Any) -> tuple[Any, bool]:
+        """(x as a batch, whether it was one): an unbatched input [C, *space] is run as a batch of one, as
+        PyTorch's (an unsqueeze here, a squeeze of the output in forward: ops, so the graph and gradients are
+        the batched ones); other ranks and a wrong channel count are refused naming the module and the shape."""
         name, nd = type(self).__name__, self._nd
-        layout = "[N, C, L]" if nd == 1 else "[N, C, H, W]"
-        input_dims(name, x, (nd + 2,), layout)
-        if x.shape[1] != self.in_channels:
-            raise ShapeError(f"{name}({self.in_channels}, {self.out_channels}): input has {x.shape[1]} channels "
+        space = "L" if nd == 1 else "H, W"
+        input_dims(name, x, (nd + 1, nd + 2), f"[C, {space}] unbatched or [N, C, {space}] batched")
+        channels = x.shape[-nd - 1]
+        if channels != self.in_channels:
+            raise ShapeError(f"{name}({self.in_channels}, {self.out_channels}): input has {channels} channels "
                              f"(input shape {tuple(x.shape)}), expected {self.in_channels}")
+        if x.ndim == nd + 2:
+            return x, True
+        return _unsqueeze(x, 0), False
 
     def _padded(self, x: Any) -> tuple[Any, tuple[Any, ...]]:
         """(input, padding for the op): asymmetric "same" padding and the non-zero padding modes pad the input
@@ -119,7 +128,8 @@ class _ConvNd(Module):
 
 
 class Conv1d(_ConvNd):
-    """1-D convolution over [N, C, L] (cross-correlation, as PyTorch), weight [out, in/groups, k].
+    """1-D convolution over [N, C, L] or unbatched [C, L] (cross-correlation, as PyTorch), weight
+    [out, in/groups, k].
 
     >>> Conv1d(4, 6, 3, groups=2).weight.shape
     (6, 2, 3)
@@ -134,16 +144,21 @@ class Conv1d(_ConvNd):
                          padding_mode, device, dtype)
 
     def forward(self, x: Any) -> Any:
-        self._check_input(x)
+        x, batched = self._batched_input(x)
         x, padding = self._padded(x)
-        return _F.conv1d(x, self.weight, self.bias, self.stride[0], padding[0], self.dilation[0], self.groups)
+        out = _F.conv1d(x, self.weight, self.bias, self.stride[0], padding[0], self.dilation[0], self.groups)
+        return out if batched else _squeeze(out, 0)
 
 
 class Conv2d(_ConvNd):
-    """2-D convolution over [N, C, H, W] (cross-correlation, as PyTorch), weight [out, in/groups, kh, kw].
+    """2-D convolution over [N, C, H, W] or unbatched [C, H, W] (cross-correlation, as PyTorch), weight
+    [out, in/groups, kh, kw].
 
     >>> Conv2d(1, 4, 3, padding=1).weight.shape
     (4, 1, 3, 3)
+    >>> from rtxviz import Tensor
+    >>> Conv2d(2, 4, 3, padding=1, padding_mode="reflect")(Tensor.ones([2, 5, 5])).shape  # unbatched
+    (4, 5, 5)
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
@@ -153,15 +168,17 @@ class Conv2d(_ConvNd):
                          padding_mode, device, dtype)
 
     def forward(self, x: Any) -> Any:
-        self._check_input(x)
+        x, batched = self._batched_input(x)
         x, padding = self._padded(x)
-        return _F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        out = _F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return out if batched else _squeeze(out, 0)
 
 
 class ConvTranspose2d(_ConvNd):
-    """The transposed 2-D convolution (the gradient of Conv2d in its input), weight [in, out/groups, kh, kw].
-    The output is [N, out, (H - 1)·stride - 2·padding + dilation·(kh - 1) + output_padding + 1, ...]; forward's
-    `output_size` picks output_padding to reach a given size, as PyTorch's.
+    """The transposed 2-D convolution (the gradient of Conv2d in its input), weight [in, out/groups, kh, kw],
+    over [N, in, H, W] or unbatched [in, H, W]. The output is
+    [N, out, (H - 1)·stride - 2·padding + dilation·(kh - 1) + output_padding + 1, ...]; forward's `output_size`
+    picks output_padding to reach a given size, as PyTorch's.
 
     >>> from rtxviz import Tensor
     >>> ConvTranspose2d(2, 3, 3, stride=2, padding=1, output_padding=1)(Tensor.ones([1, 2, 4, 4])).shape
@@ -202,6 +219,7 @@ class ConvTranspose2d(_ConvNd):
         return self.padding
 
     def forward(self, x: Any, output_size: Any = None) -> Any:
-        self._check_input(x)
-        return _F.conv_transpose2d(x, self.weight, self.bias, self.stride, self._pads(),
-                                   self._output_padding(x, output_size), self.groups, self.dilation)
+        x, batched = self._batched_input(x)
+        out = _F.conv_transpose2d(x, self.weight, self.bias, self.stride, self._pads(),
+                                  self._output_padding(x, output_size), self.groups, self.dilation)
+        return out if batched else _squeeze(out, 0)

@@ -1,9 +1,10 @@
 """rtxviz.nn.functional: PyTorch's `torch.nn.functional`, on the engine's ops, with PyTorch's signatures
 (argument order, defaults, the legacy size_average/reduce flags of the losses) so course code ports unchanged.
 
-Most functions are the engine's ops themselves (`relu`, `conv2d`, `layer_norm`, ...); the losses are thin
-wrappers because PyTorch's argument order (`F.cross_entropy(input, target, weight, ...)`) differs from the
-engine's (reduction third). Convolutions also take padding="same"/"valid" here, as PyTorch's.
+Most functions are the engine's ops themselves (`relu`, `conv2d`, `layer_norm`, `interpolate`, ...); the losses
+are thin wrappers because PyTorch's argument order (`F.cross_entropy(input, target, weight, ...)`) differs from
+the engine's (reduction third). Convolutions also take padding="same"/"valid" here, as PyTorch's; convolutions
+and poolings take an unbatched input ([C, L], [C, H, W]) as PyTorch's.
 
 >>> from rtxviz import Tensor
 >>> relu(Tensor.from_slice([-1.0, 2.0], [2])).tolist()
@@ -37,6 +38,8 @@ from ..engine.ops.nn import (
     max_pool2d,
     scaled_dot_product_attention,
 )
+from ..engine.ops.nn_pool import avg_pool1d, max_pool1d
+from ..engine.ops.nn_upsample import interpolate
 from ..engine.ops.shape import pad
 from ..engine.ops.unary import (
     celu,
@@ -58,13 +61,13 @@ from ..engine.ops.unary import (
 from ..engine.tensor import Tensor
 
 __all__ = [
-    "adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "celu", "conv1d", "conv2d", "conv_transpose2d", "cosine_embedding_loss", "cosine_similarity", "cross_entropy",
-    "dropout", "dropout2d", "elu", "embedding", "gelu", "group_norm", "hardswish", "hardtanh", "huber_loss",
-    "instance_norm", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
-    "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance", "relu",
-    "relu6", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus",
-    "softsign", "tanh",
+    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose2d", "cosine_embedding_loss",
+    "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "gelu", "group_norm",
+    "hardswish", "hardtanh", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm",
+    "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d", "mish", "mse_loss", "nll_loss",
+    "normalize", "one_hot", "pad", "pairwise_distance", "relu", "relu6", "scaled_dot_product_attention", "selu",
+    "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "softsign", "tanh",
 ]
 
 
@@ -159,7 +162,8 @@ def _string_padding(op: str, x: Tensor, weight: Tensor, padding: str, stride: An
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Any:
-    """1-D cross-correlation of [N, C, L] with weight [O, C/groups, k] (padding may be "same" or "valid")."""
+    """1-D cross-correlation of [N, C, L] (or unbatched [C, L]) with weight [O, C/groups, k] (padding may be
+    "same" or "valid")."""
     if isinstance(padding, str):
         input, padding = _string_padding("conv1d", input, weight, padding, stride, dilation, 1)
     return _nn.conv1d(input, weight, bias, stride, padding, dilation, groups)
@@ -167,8 +171,8 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Any:
-    """2-D cross-correlation of [N, C, H, W] with weight [O, C/groups, kh, kw] (padding may be "same" or
-    "valid").
+    """2-D cross-correlation of [N, C, H, W] (or unbatched [C, H, W]) with weight [O, C/groups, kh, kw] (padding
+    may be "same" or "valid").
 
     >>> from rtxviz import Tensor
     >>> conv2d(Tensor.ones([1, 1, 4, 4]), Tensor.ones([1, 1, 2, 2]), padding="same").shape
@@ -181,7 +185,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Any:
-    """The transposed 2-D convolution of [N, C, H, W] with weight [C, O/groups, kh, kw]."""
+    """The transposed 2-D convolution of [N, C, H, W] (or unbatched [C, H, W]) with weight [C, O/groups, kh, kw]."""
     return _nn.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 

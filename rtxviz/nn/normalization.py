@@ -1,6 +1,6 @@
 """Normalisation layers: BatchNorm1d, BatchNorm2d (running statistics, train/eval, momentum or a cumulative
-average), GroupNorm and LayerNorm, with PyTorch's arguments, parameter and buffer names, so a PyTorch state dict
-(running_mean, running_var, num_batches_tracked included) loads as is.
+average), InstanceNorm1d/2d/3d, GroupNorm and LayerNorm, with PyTorch's arguments, parameter and buffer names, so a
+PyTorch state dict (running_mean, running_var, num_batches_tracked included) loads as is.
 
 >>> from rtxviz import Tensor
 >>> bn = BatchNorm2d(3)
@@ -13,12 +13,15 @@ average), GroupNorm and LayerNorm, with PyTorch's arguments, parameter and buffe
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from ..engine import dtypes as _dtypes
 from ..engine.errors import ShapeError
 from ..engine.ops import nn as _F
+from ..engine.ops.shape import squeeze as _squeeze
+from ..engine.ops.shape import unsqueeze as _unsqueeze
 from ..engine.tensor import Tensor
 from . import init
 from ._args import input_dims, positive_int
@@ -111,6 +114,115 @@ class BatchNorm2d(_BatchNorm):
 
     _dims = (4,)
     _layout = "[N, C, H, W]"
+
+
+class _InstanceNorm(Module):
+    """What InstanceNorm1d/2d/3d share: PyTorch's defaults (no affine parameters, no running statistics), its
+    parameter and buffer names (num_batches_tracked is kept, and stays 0, as PyTorch's), and the unbatched input
+    [C, *space], normalised as a batch of one (unsqueeze, the op, squeeze)."""
+
+    _space = 1  # spatial dims of the batched input [N, C, *space]
+    _layout = ""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device: Any = None, dtype: Any = None, *,
+                 bias: bool = True) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.num_features = positive_int(num_features, name, "num_features")
+        self.eps = float(eps)
+        if momentum is not None and (isinstance(momentum, bool) or not 0.0 <= float(momentum) <= 1.0):
+            raise ValueError(f"{name}: momentum must be a float in [0, 1] or None, got {momentum!r}")
+        self.momentum = None if momentum is None else float(momentum)
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        c = [self.num_features]
+        if self.affine:
+            self.weight = Parameter(Tensor.ones(c, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        if self.affine and bias:
+            self.bias = Parameter(Tensor.zeros(c, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        if self.track_running_stats:
+            self.register_buffer("running_mean", Tensor.zeros(c, device=device, dtype=dtype))
+            self.register_buffer("running_var", Tensor.ones(c, device=device, dtype=dtype))
+            self.register_buffer("num_batches_tracked", Tensor.zeros([], device=device, dtype=_dtypes.int64))
+        else:
+            for buffer in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(buffer, None)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean.data[...] = 0
+            self.running_var.data[...] = 1
+            self.num_batches_tracked.data[...] = 0
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, x: Any) -> Any:
+        name, nd = type(self).__name__, self._space
+        input_dims(name, x, (nd + 1, nd + 2), self._layout)
+        channel_dim = x.ndim - nd - 1
+        if x.shape[channel_dim] != self.num_features:
+            message = (f"{name}({self.num_features}): input has {x.shape[channel_dim]} channels in dim "
+                       f"{channel_dim} (input shape {tuple(x.shape)}), expected {self.num_features}")
+            if self.affine:
+                raise ShapeError(message)
+            # as PyTorch: without affine parameters num_features is not used, so it only warns
+            warnings.warn(message + " (num_features is not used when affine=False)", stacklevel=2)
+        batched = x.ndim == nd + 2
+        xb = x if batched else _unsqueeze(x, 0)
+        # The input's own statistics while training, and in eval too without running statistics (as PyTorch);
+        # momentum None means no update here (PyTorch passes 0.0), and num_batches_tracked is never counted.
+        use_input_stats = self.training or not self.track_running_stats
+        out = _F.instance_norm(xb, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
+                               0.0 if self.momentum is None else self.momentum, self.eps)
+        return out if batched else _squeeze(out, 0)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation of [N, C, L] or unbatched [C, L]: each (sample, channel) over its positions.
+
+    >>> from rtxviz import Tensor
+    >>> y = InstanceNorm1d(2)(Tensor.from_slice([1.0, 3.0, 2.0, 6.0], [2, 2]))  # unbatched [C, L]
+    >>> [[round(v, 3) for v in row] for row in y.tolist()]
+    [[-1.0, 1.0], [-1.0, 1.0]]
+    >>> list(InstanceNorm1d(2, affine=True, track_running_stats=True).state_dict())
+    ['weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked']
+    """
+
+    _space = 1
+    _layout = "[C, L] unbatched or [N, C, L] batched"
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation of [N, C, H, W] or unbatched [C, H, W]: each (sample, channel) over its H·W
+    positions.
+
+    >>> from rtxviz import Tensor
+    >>> InstanceNorm2d(3)(Tensor.ones([3, 4, 4])).shape
+    (3, 4, 4)
+    """
+
+    _space = 2
+    _layout = "[C, H, W] unbatched or [N, C, H, W] batched"
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation of [N, C, D, H, W] or unbatched [C, D, H, W]."""
+
+    _space = 3
+    _layout = "[C, D, H, W] unbatched or [N, C, D, H, W] batched"
 
 
 class GroupNorm(Module):

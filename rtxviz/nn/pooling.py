@@ -1,11 +1,14 @@
-"""Pooling: MaxPool2d, AvgPool2d (padding, ceil_mode, count_include_pad, divisor_override) and
-AdaptiveAvgPool2d, with PyTorch's arguments and defaults (the stride defaults to the kernel size).
+"""Pooling: MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d (padding, ceil_mode, count_include_pad,
+divisor_override) and AdaptiveAvgPool2d, with PyTorch's arguments and defaults (the stride defaults to the kernel
+size); each takes a batch or, as PyTorch's, one unbatched input ([C, L] or [C, H, W]).
 
 >>> from rtxviz import Tensor
 >>> MaxPool2d(2, ceil_mode=True)(Tensor.ones([1, 1, 5, 5])).shape
 (1, 1, 3, 3)
 >>> AdaptiveAvgPool2d((1, None))(Tensor.ones([2, 3, 4, 5])).shape
 (2, 3, 1, 5)
+>>> AvgPool1d(2)(Tensor.ones([3, 6])).shape  # unbatched [C, L]
+(3, 3)
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.ops import nn as _F
+from ..engine.ops import nn_pool as _pool
 from ._args import input_dims, ntuple
 from .module import Module
+
+_LAYOUTS_2D = "[C, H, W] unbatched or [N, C, H, W] batched"
+_LAYOUTS_1D = "[C, L] unbatched or [N, C, L] batched"
 
 
 class _Pool2d(Module):
@@ -35,7 +42,7 @@ class _Pool2d(Module):
         self.ceil_mode = bool(ceil_mode)
 
     def _check(self, x: Any) -> None:
-        input_dims(type(self).__name__, x, (4,), "[N, C, H, W]")
+        input_dims(type(self).__name__, x, (3, 4), _LAYOUTS_2D)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -43,7 +50,7 @@ class _Pool2d(Module):
 
 
 class MaxPool2d(_Pool2d):
-    """The maximum of each window (padding counts as -inf).
+    """The maximum of each window (padding counts as -inf), over [N, C, H, W] or unbatched [C, H, W].
 
     >>> from rtxviz import Tensor
     >>> MaxPool2d(2)(Tensor.arange(16.0).reshape(1, 1, 4, 4)).tolist()
@@ -64,7 +71,8 @@ class MaxPool2d(_Pool2d):
 
 
 class AvgPool2d(_Pool2d):
-    """The mean of each window; zero padding counts unless count_include_pad is False.
+    """The mean of each window, over [N, C, H, W] or unbatched [C, H, W]; zero padding counts unless
+    count_include_pad is False.
 
     >>> from rtxviz import Tensor
     >>> AvgPool2d(2, padding=1, count_include_pad=False)(Tensor.ones([1, 1, 2, 2])).tolist()
@@ -81,6 +89,73 @@ class AvgPool2d(_Pool2d):
         self._check(x)
         return _F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
                              self.divisor_override)
+
+
+class _Pool1d(Module):
+    """Shared by the 1-D pooling layers: kernel, stride (default: the kernel) and padding as ints (a sequence of
+    one int is taken too, as PyTorch's), checked as the 2-D layers check theirs."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+                 dilation: Any = 1) -> None:
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size = ntuple(kernel_size, 1, name, "kernel_size", 1)[0]
+        self.stride = self.kernel_size if stride is None else ntuple(stride, 1, name, "stride", 1)[0]
+        self.padding = ntuple(padding, 1, name, "padding", 0)[0]
+        self.dilation = ntuple(dilation, 1, name, "dilation", 1)[0]
+        effective = self.dilation * (self.kernel_size - 1) + 1
+        if 2 * self.padding > effective:
+            raise ValueError(f"{name}: padding {self.padding} must be at most half the (dilated) kernel size "
+                             f"{effective}")
+        self.ceil_mode = bool(ceil_mode)
+
+    def _check(self, x: Any) -> None:
+        input_dims(type(self).__name__, x, (2, 3), _LAYOUTS_1D)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class MaxPool1d(_Pool1d):
+    """The maximum of each window of kernel_size positions (padding counts as -inf), over [N, C, L] or unbatched
+    [C, L].
+
+    >>> from rtxviz import Tensor
+    >>> MaxPool1d(2)(Tensor.from_slice([1.0, 5.0, 2.0, 4.0], [1, 4])).tolist()
+    [[5.0, 4.0]]
+    """
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode, dilation)
+        if return_indices:
+            raise ValueError("MaxPool1d: return_indices=True is not supported (the engine has no max_unpool1d "
+                             "to use the indices with)")
+        self.return_indices = False
+
+    def forward(self, x: Any) -> Any:
+        self._check(x)
+        return _pool.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool1d(_Pool1d):
+    """The mean of each window of kernel_size positions, over [N, C, L] or unbatched [C, L]; zero padding counts
+    unless count_include_pad is False."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.count_include_pad = bool(count_include_pad)
+
+    def forward(self, x: Any) -> Any:
+        self._check(x)
+        return _pool.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                                self.count_include_pad)
 
 
 class AdaptiveAvgPool2d(Module):

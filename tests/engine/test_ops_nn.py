@@ -405,7 +405,7 @@ def test_conv2d_errors_name_shapes():
     with pytest.raises(ShapeError, match=r"conv2d: bias must have shape \(5,\)"):
         conv2d(x, Tensor.zeros([5, 3, 3, 3]), Tensor.zeros([3]))
     with pytest.raises(ShapeError, match="conv2d: input must be"):
-        conv2d(Tensor.zeros([3, 8, 8]), Tensor.zeros([5, 3, 3, 3]))
+        conv2d(Tensor.zeros([8, 8]), Tensor.zeros([5, 3, 3, 3]))
 
 
 # -- pooling ---------------------------------------------------------------------------------------------------------

@@ -109,6 +109,60 @@ MODULE_CASES: list[dict] = [
         ("LogSoftmax", [], {"dim": -1})])],
     case("softmax_legacy_dim_3d", "Softmax", [], inputs=[inp(2, 3, 4)]),
     case("logsoftmax_legacy_dim_2d", "LogSoftmax", [], inputs=[inp(3, 4)]),
+    # -- unbatched inputs ([C, L], [C, H, W]) and 1-D pooling (a user review: PyTorch takes them) ---------------
+    case("conv1d_unbatched", "Conv1d", [3, 4, 3], {"padding": 1}, [inp(3, 7)]),
+    case("conv1d_unbatched_reflect", "Conv1d", [2, 3, 3], {"padding": 1, "padding_mode": "reflect"}, [inp(2, 6)]),
+    case("conv2d_unbatched", "Conv2d", [3, 4, 3], {"stride": 2, "padding": 1}, [inp(3, 6, 7)]),
+    case("conv2d_unbatched_same_circular", "Conv2d", [2, 3, [2, 3]], {"padding": "same", "padding_mode": "circular"},
+         [inp(2, 5, 5)]),
+    case("convtranspose2d_unbatched", "ConvTranspose2d", [3, 2, 3], {"stride": 2, "padding": 1, "output_padding": 1},
+         [inp(3, 4, 4)]),
+    case("maxpool2d_unbatched", "MaxPool2d", [3], {"stride": 2, "padding": 1}, [inp(2, 7, 7)]),
+    case("avgpool2d_unbatched", "AvgPool2d", [2], {"ceil_mode": True, "divisor_override": 3}, [inp(2, 5, 5)]),
+    case("maxpool1d", "MaxPool1d", [3], {"stride": 2, "padding": 1}, [inp(2, 3, 9)]),
+    case("maxpool1d_unbatched_ceil_dilation", "MaxPool1d", [2], {"ceil_mode": True, "dilation": 2}, [inp(3, 8)]),
+    case("avgpool1d_exclude_pad", "AvgPool1d", [3], {"stride": 2, "padding": 1, "count_include_pad": False},
+         [inp(2, 3, 8)]),
+    case("avgpool1d_unbatched_ceil", "AvgPool1d", [2], {"ceil_mode": True}, [inp(3, 7)]),
+    # -- instance normalisation: PyTorch's defaults, affine, running statistics, unbatched -------------------
+    case("instancenorm1d", "InstanceNorm1d", [3], inputs=[inp(4, 3, 6)], steps=2),
+    case("instancenorm1d_unbatched_affine", "InstanceNorm1d", [3], {"affine": True}, [inp(3, 6)]),
+    case("instancenorm1d_tracked_momentum", "InstanceNorm1d", [3], {"track_running_stats": True, "momentum": 0.3},
+         [inp(2, 3, 5)], steps=3),
+    case("instancenorm2d", "InstanceNorm2d", [2], inputs=[inp(3, 2, 4, 4)]),
+    case("instancenorm2d_affine_tracked", "InstanceNorm2d", [3], {"affine": True, "track_running_stats": True},
+         [inp(2, 3, 4, 5)], steps=3),
+    case("instancenorm2d_unbatched_tracked_nobias", "InstanceNorm2d", [2],
+         {"affine": True, "bias": False, "track_running_stats": True, "eps": 1e-3}, [inp(2, 3, 4)], steps=2),
+    case("instancenorm2d_momentum_none", "InstanceNorm2d", [2], {"track_running_stats": True, "momentum": None},
+         [inp(2, 2, 3, 3)], steps=2),
+    case("instancenorm3d_affine", "InstanceNorm3d", [2], {"affine": True}, [inp(2, 2, 3, 3, 2)]),
+    # -- upsampling (F.interpolate as a module) ----------------------------------------------------------------
+    # (not 1-D nearest with a scale_factor giving the input's size or twice it: there PyTorch's 1-D forward
+    # reads floor(dst / scale_factor) while its backward and its 2-D/3-D forward copy or halve the index, so its
+    # own output and gradient disagree; ours is the 2-D rule, whose gradient is its output's)
+    case("upsample_nearest_scale2", "Upsample", [], {"scale_factor": 2}, [inp(2, 3, 3, 4)]),
+    case("upsample_nearest_size", "Upsample", [], {"size": [5, 7]}, [inp(1, 2, 3, 4)]),
+    case("upsample_nearest_size_down", "Upsample", [], {"size": [2, 3]}, [inp(1, 2, 5, 7)]),
+    case("upsample_nearest_1d_scale", "Upsample", [], {"scale_factor": 1.7}, [inp(2, 2, 5)]),
+    case("upsample_nearest_exact", "Upsample", [], {"scale_factor": [1.5, 0.6], "mode": "nearest-exact"},
+         [inp(1, 2, 4, 5)]),
+    case("upsample_nearest_3d", "Upsample", [], {"size": [3, 5, 2]}, [inp(1, 2, 2, 3, 4)]),
+    case("upsample_bilinear", "Upsample", [], {"scale_factor": 2, "mode": "bilinear"}, [inp(2, 2, 3, 4)]),
+    case("upsample_bilinear_align", "Upsample", [], {"size": [5, 3], "mode": "bilinear", "align_corners": True},
+         [inp(1, 2, 3, 4)]),
+    case("upsample_bilinear_fractional", "Upsample", [], {"scale_factor": [1.3, 2.5], "mode": "bilinear"},
+         [inp(1, 2, 4, 3)]),
+    case("upsample_bilinear_recompute", "Upsample", [], {"scale_factor": 1.3, "mode": "bilinear",
+                                                         "recompute_scale_factor": True}, [inp(1, 1, 4, 5)]),
+    case("upsample_bilinear_down", "Upsample", [], {"size": [3, 2], "mode": "bilinear"}, [inp(1, 2, 7, 5)]),
+    case("upsample_linear", "Upsample", [], {"scale_factor": 3, "mode": "linear"}, [inp(2, 2, 4)]),
+    case("upsample_linear_align_down", "Upsample", [], {"size": 3, "mode": "linear", "align_corners": True},
+         [inp(1, 2, 7)]),
+    case("upsample_trilinear", "Upsample", [], {"size": [3, 4, 2], "mode": "trilinear"}, [inp(1, 2, 2, 3, 4)]),
+    case("upsample_area", "Upsample", [], {"size": [2, 3], "mode": "area"}, [inp(1, 2, 5, 7)]),
+    case("upsamplingbilinear2d", "UpsamplingBilinear2d", [], {"scale_factor": 2}, [inp(1, 2, 3, 3)]),
+    case("upsamplingnearest2d", "UpsamplingNearest2d", [], {"size": [4, 5]}, [inp(1, 2, 2, 3)]),
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -213,6 +267,28 @@ FUNCTIONAL_CASES: list[dict] = [
     fcase("cosine_embedding_loss", "cosine_embedding_loss", [inp(4, 3), inp(4, 3), inp(4, kind="sign")], None,
           {"margin": -0.3}),
     fcase("one_hot", "one_hot", [inp(2, 3, kind="int", high=4)], [R[0], 5]),
+    # unbatched inputs, 1-D pooling, instance_norm, interpolate (a user review)
+    fcase("conv2d_unbatched", "conv2d", [inp(2, 5, 5), inp(3, 2, 3, 3), inp(3)], None, {"padding": 1}),
+    fcase("conv1d_unbatched_same", "conv1d", [inp(2, 7), inp(3, 2, 4)], None, {"padding": "same"}),
+    fcase("conv_transpose2d_unbatched", "conv_transpose2d", [inp(2, 3, 3), inp(2, 3, 2, 2)], None, {"stride": 2}),
+    fcase("max_pool2d_unbatched", "max_pool2d", [inp(2, 5, 5)], [R[0], 2]),
+    fcase("avg_pool2d_unbatched", "avg_pool2d", [inp(2, 5, 5)], [R[0], 3], {"stride": 2, "padding": 1}),
+    fcase("max_pool1d", "max_pool1d", [inp(2, 3, 7)], [R[0], 3], {"stride": 2, "padding": 1}),
+    fcase("max_pool1d_unbatched_ceil", "max_pool1d", [inp(3, 7)], [R[0], 2], {"ceil_mode": True}),
+    fcase("avg_pool1d_unbatched", "avg_pool1d", [inp(3, 7)], [R[0], 3], {"stride": 2, "padding": 1,
+                                                                       "count_include_pad": False}),
+    fcase("instance_norm_running", "instance_norm", [inp(2, 3, 4), inp(3, grad=False), inp(3, kind="pos", grad=False),
+                                                     inp(3), inp(3)], None, {"momentum": 0.2}, mutated=(1, 2)),
+    fcase("instance_norm_eval", "instance_norm", [inp(2, 3, 4), inp(3, grad=False), inp(3, kind="pos", grad=False)],
+          None, {"use_input_stats": False, "eps": 1e-3}),
+    fcase("interpolate_nearest", "interpolate", [inp(1, 2, 3, 4)], None, {"scale_factor": 2}),
+    fcase("interpolate_nearest_size", "interpolate", [inp(1, 2, 7, 6)], None, {"size": [3, 4]}),
+    fcase("interpolate_bilinear_align", "interpolate", [inp(2, 1, 3, 4)], None,
+          {"size": [6, 7], "mode": "bilinear", "align_corners": True}),
+    fcase("interpolate_bilinear_down", "interpolate", [inp(1, 2, 7, 5)], None, {"scale_factor": 0.6,
+                                                                              "mode": "bilinear"}),
+    fcase("interpolate_linear", "interpolate", [inp(2, 3, 5)], None, {"size": 8, "mode": "linear"}),
+    fcase("interpolate_area_1d", "interpolate", [inp(1, 2, 7)], None, {"size": 3, "mode": "area"}),
 ]
 
 
@@ -303,7 +379,9 @@ def main() -> None:
     rng = np.random.default_rng(14)
 
     def kw(kwargs: dict) -> dict:
-        return {k: torch.tensor(v["const"]) if isinstance(v, dict) else v for k, v in kwargs.items()}
+        """Constants as tensors, lists as tuples (nn.Upsample takes a tuple of scale factors, not a list)."""
+        return {k: torch.tensor(v["const"]) if isinstance(v, dict) else tuple(v) if isinstance(v, list) else v
+                for k, v in kwargs.items()}
 
     def tensors(specs: list, arrays: list) -> list:
         return [torch.tensor(a).requires_grad_(spec["grad"]) for spec, a in zip(specs, arrays, strict=True)]

@@ -204,12 +204,13 @@ def test_bad_arguments_are_refused_naming_the_module_and_value(make, match: str)
 
 @pytest.mark.parametrize("module,x,match", [
     (nn.Conv2d(3, 4, 3), Tensor.ones([2, 2, 5, 5]), r"Conv2d\(3, 4\): input has 2 channels .*\(2, 2, 5, 5\)"),
-    (nn.Conv1d(3, 4, 3), Tensor.ones([2, 3, 5, 5]), r"Conv1d: expected 3D input \(\[N, C, L\]\), got 4D"),
+    (nn.Conv1d(3, 4, 3), Tensor.ones([2, 3, 5, 5]),
+     r"Conv1d: expected 2D or 3D input \(\[C, L\] unbatched or \[N, C, L\] batched\), got 4D"),
     (nn.BatchNorm2d(3), Tensor.ones([2, 3, 4]), r"BatchNorm2d: expected 4D input .*got 3D input of shape"),
     (nn.BatchNorm1d(3), Tensor.ones([2, 4]), r"BatchNorm1d\(3\): input has 4 channels"),
     (nn.GroupNorm(2, 4), Tensor.ones([2, 6, 3]), r"GroupNorm\(2, 4\): expected input \[N, 4, ...\]"),
     (nn.LayerNorm([3, 4]), Tensor.ones([2, 4, 3]), r"LayerNorm\(\(3, 4\)\): the input's last 2 dims"),
-    (nn.MaxPool2d(2), Tensor.ones([2, 4, 4]), r"MaxPool2d: expected 4D input"),
+    (nn.MaxPool2d(2), Tensor.ones([4, 4]), r"MaxPool2d: expected 3D or 4D input"),
     (nn.Linear(3, 2), Tensor.ones([4, 5]), r"Linear\(3, 2\): input has 5 features"),
     (nn.Unflatten(1, (2, 4)), Tensor.ones([3, 6]), r"Unflatten: unflattened_size \(2, 4\) does not fit dim 1"),
 ])

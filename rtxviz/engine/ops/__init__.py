@@ -16,6 +16,7 @@ from . import (  # noqa: F401 - registers the ops and attaches the methods
     nn,
     nn_attention,
     nn_recurrent,
+    nn_upsample,
     numpy_interop,
     operators,
     reduction,

@@ -409,6 +409,25 @@ def _check_nonneg_pair(op: str, label: str, v: Pair, minimum: int) -> None:
         raise ValueError(f"{op}: {label} must be >= {minimum}, got {v}")
 
 
+def input_rank_message(op: str, nd: int, shape: tuple[int, ...]) -> str:
+    """The error for an input of a convolution or pooling over nd spatial dims with neither nd + 1 dims
+    (unbatched) nor nd + 2 (batched), in PyTorch's terms ("Expected 3D (unbatched) or 4D (batched) input").
+
+    >>> input_rank_message("conv2d", 2, (2, 3))
+    'conv2d: input must be 3D (unbatched, [C, H, W]) or 4D (batched, [N, C, H, W]), got 2D input of shape (2, 3)'
+    """
+    space = "L" if nd == 1 else "H, W"
+    return (f"{op}: input must be {nd + 1}D (unbatched, [C, {space}]) or {nd + 2}D (batched, [N, C, {space}]), "
+            f"got {len(shape)}D input of shape {tuple(shape)}")
+
+
+def is_unbatched(x: Any, nd: int) -> bool:
+    """Whether x is a float Tensor of nd + 1 dims: the unbatched input [C, *space] of an nd-d convolution or
+    pooling, which runs as a batch of one (unsqueeze, the op, squeeze: all ops, so the graph and gradients are
+    the batched ones), as PyTorch's."""
+    return isinstance(x, Tensor) and is_float(x.dtype) and x.ndim == nd + 1
+
+
 def _check_conv(op: str, x: Tensor, weight: Tensor, nd: int, groups: int) -> None:
     """Dtypes and ranks of a convolution's input [N, C, *space] and weight (nd spatial dims)."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
@@ -417,9 +436,8 @@ def _check_conv(op: str, x: Tensor, weight: Tensor, nd: int, groups: int) -> Non
     if not isinstance(weight, Tensor) or weight.dtype != x.dtype:
         raise DTypeError(f"{op}: weight must be a Tensor of the input's dtype {x.dtype}, got "
                          f"{getattr(weight, 'dtype', type(weight).__name__)}")
-    space = "L" if nd == 1 else "H, W"
     if x.ndim != nd + 2:
-        raise ShapeError(f"{op}: input must be [N, C, {space}] ({nd + 2} dims), got shape {x.shape}")
+        raise ShapeError(input_rank_message(op, nd, x.shape))
     if weight.ndim != nd + 2:
         kernel = "k" if nd == 1 else "kh, kw"
         layout = f"[C, O/groups, {kernel}]" if "transpose" in op else f"[O, C/groups, {kernel}]"
@@ -448,10 +466,16 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | 
            padding: int | Pair = 0, dilation: int | Pair = 1, groups: int = 1) -> Any:
     """2-D cross-correlation of x [N, C, H, W] with weight [O, C/groups, kh, kw], plus bias [O].
 
+    An unbatched x [C, H, W] gives an unbatched output, as PyTorch's.
+
     >>> from rtxviz import Tensor
     >>> conv2d(Tensor.ones([1, 1, 3, 3]), Tensor.ones([1, 1, 2, 2]), padding=0).tolist()
     [[[[4.0, 4.0], [4.0, 4.0]]]]
+    >>> conv2d(Tensor.ones([1, 3, 3]), Tensor.ones([2, 1, 2, 2])).shape  # unbatched
+    (2, 2, 2)
     """
+    if is_unbatched(x, 2):
+        return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
     op = "conv2d"
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
     _check_nonneg_pair(op, "stride", stride, 1)
@@ -546,10 +570,14 @@ def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 
            dilation: int = 1, groups: int = 1) -> Any:
     """1-D cross-correlation of x [N, C, L] with weight [O, C/groups, k], plus bias [O] (PyTorch's F.conv1d).
 
+    An unbatched x [C, L] gives an unbatched output, as PyTorch's.
+
     >>> from rtxviz import Tensor
     >>> conv1d(Tensor.ones([1, 1, 4]), Tensor.ones([1, 1, 2]), padding=1).tolist()
     [[[1.0, 2.0, 2.0, 2.0, 1.0]]]
     """
+    if is_unbatched(x, 1):
+        return squeeze(conv1d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
     op = "conv1d"
     s, p, d = _single(op, "stride", stride, 1), _single(op, "padding", padding, 0), _single(op, "dilation", dilation, 1)
     _check_conv(op, x, weight, 1, groups)
@@ -616,6 +644,8 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
     """The transposed 2-D convolution of x [N, C, H, W] with weight [C, O/groups, kh, kw], plus bias [O]
     (PyTorch's F.conv_transpose2d, argument order included): the gradient of conv2d in its input.
 
+    An unbatched x [C, H, W] gives an unbatched output, as PyTorch's.
+
     The output is [N, O, (H - 1)·stride - 2·padding + dilation·(kh - 1) + output_padding + 1, ...].
 
     >>> from rtxviz import Tensor
@@ -624,6 +654,9 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
     >>> conv_transpose2d(Tensor.ones([1, 1, 2, 2]), Tensor.ones([1, 1, 2, 2])).tolist()
     [[[[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]]]
     """
+    if is_unbatched(x, 2):
+        return squeeze(conv_transpose2d(unsqueeze(x, 0), weight, bias, stride, padding, output_padding, groups,
+                                        dilation), 0)
     op = "conv_transpose2d"
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
     output_padding = _pair(output_padding)

@@ -29,9 +29,10 @@ from ..graph import Op, apply
 from ..tensor import Tensor
 from ._base import Example, constant, implements, tensor_method
 from .arithmetic import mul
-from .nn_conv import Pair, _pair, pad2d, window
+from .nn_conv import Pair, _pair, _single, input_rank_message, pad2d, window
 from .nn_loss import IndexArg, index_array
 from .shape import scatter_add as _scatter_add
+from .shape import squeeze, unsqueeze
 
 
 def _pool_geom(attrs: dict) -> tuple[Pair, Pair, Pair, Pair]:
@@ -358,8 +359,10 @@ def _pool(op_cls: type, op: str, x: Tensor, kernel_size: int | Pair, stride: int
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise DTypeError(f"{op}: input must be a float32 or float64 Tensor, got "
                          f"{getattr(x, 'dtype', type(x).__name__)}")
+    if x.ndim == 3:  # unbatched [C, H, W]: a batch of one, as PyTorch's
+        return squeeze(_pool(op_cls, op, unsqueeze(x, 0), kernel_size, stride, padding, dilation, **extra), 0)
     if x.ndim != 4:
-        raise ShapeError(f"{op}: input must be [N, C, H, W] (4 dims), got shape {x.shape}")
+        raise ShapeError(input_rank_message(op, 2, x.shape))
     k = _pair(kernel_size)
     s = k if stride is None or (isinstance(stride, list | tuple) and not stride) else _pair(stride)
     p, d = _pair(padding), _pair(dilation)
@@ -388,6 +391,8 @@ def max_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = N
     """The maximum of each kh×kw window of x [N, C, H, W] (stride defaults to the kernel size; padding counts as
     -inf; ceil_mode rounds the output size up, as PyTorch's F.max_pool2d).
 
+    An unbatched x [C, H, W] gives an unbatched output, as PyTorch's.
+
     >>> from rtxviz import Tensor
     >>> max_pool2d(Tensor.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
     [[[[5.0, 7.0], [13.0, 15.0]]]]
@@ -406,6 +411,8 @@ def avg_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = N
     count_include_pad is False; ceil_mode rounds the output size up (its last windows divide by their part
     inside the padded input); divisor_override replaces the divisor.
 
+    An unbatched x [C, H, W] gives an unbatched output, as PyTorch's.
+
     >>> from rtxviz import Tensor
     >>> avg_pool2d(Tensor.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
     [[[[2.5, 4.5], [10.5, 12.5]]]]
@@ -417,6 +424,62 @@ def avg_pool2d(x: Tensor, kernel_size: int | Pair, stride: int | Pair | None = N
     return _pool(AvgPool2d, "avg_pool2d", x, kernel_size, stride, padding, ceil_mode=True if ceil_mode else None,
                  count_include_pad=None if count_include_pad else False,
                  divisor_override=None if divisor_override is None else int(divisor_override))
+
+
+# -- 1-D pooling: the 2-D ops on a height of 1 ---------------------------------------------------------------
+def _pool1d(op_cls: type, op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+            ceil_mode: bool, **extra: Any) -> Any:
+    """A 1-D pooling of x [N, C, L] or unbatched [C, L] as its 2-D op over [N, C, 1, L] (kernel (1, k), ...),
+    between an unsqueeze and a squeeze (ops, so the graph, gradients and a graph-cache replay are the 2-D
+    op's), with the arguments checked as the 1-D ints they are."""
+    if not isinstance(x, Tensor) or not is_float(x.dtype):
+        raise DTypeError(f"{op}: input must be a float32 or float64 Tensor, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)}")
+    if x.ndim not in (2, 3):
+        raise ShapeError(input_rank_message(op, 1, x.shape))
+    k = _single(op, "kernel_size", kernel_size, 1)
+    s = k if stride is None or (isinstance(stride, list | tuple) and not stride) else _single(op, "stride", stride, 1)
+    p, d = _single(op, "padding", padding, 0), _single(op, "dilation", dilation, 1)
+    ek = d * (k - 1) + 1
+    if 2 * p > ek:
+        raise ValueError(f"{op}: padding {p} must be at most half the kernel size {ek}")
+    length = x.shape[-1]
+    if pool_out_size(length, k, s, p, d, ceil_mode) < 1:
+        raise ShapeError(f"{op}: kernel {ek} is larger than the padded input {length + 2 * p} (input {x.shape}, "
+                         f"padding {p})")
+    unbatched = x.ndim == 2
+    x4 = unsqueeze(unsqueeze(x, 0) if unbatched else x, 2)
+    out = squeeze(_pool(op_cls, op, x4, (1, k), (1, s), (0, p), (1, d), ceil_mode=True if ceil_mode else None,
+                        **extra), 2)
+    return squeeze(out, 0) if unbatched else out
+
+
+def max_pool1d(x: Tensor, kernel_size: int, stride: int | None = None, padding: int = 0, dilation: int = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """The maximum of each window of k positions of x [N, C, L] or unbatched [C, L], as PyTorch's F.max_pool1d
+    (stride defaults to the kernel size; padding counts as -inf): max_pool2d over a height of 1.
+
+    >>> from rtxviz import Tensor
+    >>> max_pool1d(Tensor.from_slice([1.0, 5.0, 2.0, 4.0, 3.0], [1, 5]), 2, ceil_mode=True).tolist()
+    [[5.0, 4.0, 3.0]]
+    """
+    if return_indices:
+        raise ValueError("max_pool1d: return_indices=True is not supported (the engine has no max_unpool1d to use "
+                         "the indices with)")
+    return _pool1d(MaxPool2d, "max_pool1d", x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def avg_pool1d(x: Tensor, kernel_size: int, stride: int | None = None, padding: int = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Any:
+    """The mean of each window of k positions of x [N, C, L] or unbatched [C, L], as PyTorch's F.avg_pool1d (zero
+    padding counts unless count_include_pad is False): avg_pool2d over a height of 1.
+
+    >>> from rtxviz import Tensor
+    >>> avg_pool1d(Tensor.from_slice([1.0, 5.0, 2.0, 4.0], [1, 1, 4]), 2).tolist()
+    [[[3.0, 3.0]]]
+    """
+    return _pool1d(AvgPool2d, "avg_pool1d", x, kernel_size, stride, padding, 1, ceil_mode,
+                   count_include_pad=None if count_include_pad else False)
 
 
 # -- adaptive average pooling ---------------------------------------------------------------------------------
