@@ -7,6 +7,7 @@ graph-cache replay through interpolate's constants; reprs and state-dict keys as
 from __future__ import annotations
 
 import copy
+import math
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import rtxviz
 from rtxviz import Tensor, Variable, grad, nn, no_grad
+from rtxviz.engine.errors import ShapeError
 from rtxviz.engine.cache import cache_graph, graph_cache_stats, init_graph_cache
 from rtxviz.nn import functional as F
 from tests.finite_differences import numeric_grad_of
@@ -351,3 +354,27 @@ def test_instance_norm_eval_uses_running_statistics_only_when_tracked() -> None:
         want = (xs - xs.mean(-1, keepdims=True)) / np.sqrt(xs.var(-1, keepdims=True) + 1e-5)
         np.testing.assert_allclose(untracked(x).numpy(), want, rtol=1e-12, atol=1e-12)
     assert int(tracked.num_batches_tracked.item()) == 0
+
+
+# -- an unbatched sample for the class-index losses (found by the nn review: PyTorch takes [C] with a 0-d target) --
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_takes_one_unbatched_sample_as_pytorch(reduction: str) -> None:
+    z = [1.0, 2.0, 0.5]
+    x = Variable.from_tensor(Tensor.from_slice(z, [3]).to(rtxviz.float64), name="x")
+    loss = F.cross_entropy(x, Tensor(np.array(1)), reduction=reduction)
+    # closed form: logsumexp(z) - z[1]; its gradient softmax(z) - onehot(1)
+    lse = math.log(sum(math.exp(v) for v in z))
+    assert loss.shape == ()
+    assert loss.item() == pytest.approx(lse - 2.0, rel=1e-12)
+    loss.backward()
+    soft = [math.exp(v - lse) for v in z]
+    assert x.grad.tolist() == pytest.approx([soft[0], soft[1] - 1.0, soft[2]], rel=1e-12)
+
+
+def test_nll_loss_takes_one_unbatched_sample_and_a_wrong_target_is_named() -> None:
+    logp = Tensor.from_slice([-1.0, -2.0, -4.0], [3])
+    assert F.nll_loss(logp, Tensor(np.array(2))).item() == 4.0
+    assert nn.NLLLoss(reduction="none")(logp, Tensor(np.array(0))).shape == ()
+    with pytest.raises(ShapeError, match=r"nll_loss: input must have shape \[C\] \(with a 0-d target\).*target of "
+                                         r"shape \(3,\)"):
+        F.nll_loss(logp, Tensor(np.array([0, 1, 2])))

@@ -151,7 +151,8 @@ def _check_classes(op: str, t: Any, num_classes: int, ignore_index: int) -> None
 
 def _check_target_shape(op: str, logits: Tensor, t: Any) -> None:
     if logits.ndim < 2:
-        raise ShapeError(f"{op}: input must have shape [N, C] or [N, C, d1, ...], got {logits.shape}")
+        raise ShapeError(f"{op}: input must have shape [C] (with a 0-d target), [N, C] or [N, C, d1, ...], got "
+                         f"{logits.shape} with a target of shape {tuple(t.shape)}")
     want = (logits.shape[0],) + tuple(logits.shape[2:])
     if tuple(t.shape) != want:
         raise ShapeError(f"{op}: target has shape {tuple(t.shape)} but input {logits.shape} needs a target of "
@@ -455,6 +456,12 @@ def _class_loss(op: type, name: str, x: Tensor, target: Any, reduction: str, ign
     _check_float(name, "input", x)
     _check_reduction(name, reduction)
     t = index_array(name, "target", target, x)
+    if x.ndim == 1 and t.ndim == 0:
+        # one sample without its batch dim ([C] and a 0-d class index), as PyTorch takes it: a batch of one,
+        # through recorded ops, so its graph and gradients are the batched ones
+        out = _class_loss(op, name, reshape(x, (1, x.shape[0])), t.reshape(1), reduction, ignore_index, weight,
+                          extra)
+        return reshape(out, ()) if reduction == "none" else out
     _check_target_shape(name, x, t)
     _check_classes(name, t, x.shape[1], ignore_index)
     attrs = {"reduction": reduction, "ignore_index": int(ignore_index), **extra, "target": IndexArg(t)}
