@@ -22,6 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.nn": {"rtxviz.engine"},
     "rtxviz.optim": {"rtxviz.engine", "rtxviz.nn", "rtxviz.accel"},
     "rtxviz.data": {"rtxviz.engine"},
+    # torch.utils' spellings (`rtxviz.utils.data`, `rtxviz.utils.checkpoint`): re-exports only
+    "rtxviz.utils": {"rtxviz.data", "rtxviz.engine"},
     "rtxviz.conformance": {"rtxviz.engine"},
     "rtxviz.debug": {"rtxviz.engine", "rtxviz.summary"},
     "rtxviz.events": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz._version", "rtxviz.accel"},
