@@ -1,15 +1,20 @@
 """`rtxviz lesson`: list the lessons, run one (or all) in the live page, or export them as offline HTML.
 
-``rtxviz lesson`` lists them; ``rtxviz lesson NAME`` streams that lesson's engine run to ``--url`` (or to a
-server it starts on a free port, kept serving until Ctrl-C) and prints the page's address; the server it starts
-also runs the lesson the page's "next" button asks for (lesson_runner.py); ``--all`` runs every lesson;
-``--export DIR`` writes one self-contained HTML file per lesson (``01-neuron.html``, ...) and an ``index.html``
-listing them, for a course page with no server.
+``rtxviz lesson list`` (or a bare ``rtxviz lesson``) lists them, number, name and title in aligned columns;
+``rtxviz lesson NAME`` streams that lesson's engine run to ``--url`` (or to a server it starts on a free port,
+kept serving until Ctrl-C) and prints the page's address; the server it starts also runs the lesson the page's
+"next" button asks for (lesson_runner.py); ``--all`` runs every lesson; ``--export DIR`` writes one
+self-contained HTML file per lesson (``01-neuron.html``, ...) and an ``index.html`` listing them, for a course
+page with no server.
 
 >>> from rtxviz.cli import build_parser
 >>> args = build_parser().parse_args(["lesson", "neuron", "--url", "http://127.0.0.1:8000"])
 >>> (args.name, args.url, args.all)
 ('neuron', 'http://127.0.0.1:8000', False)
+>>> from rtxviz.lessons import catalog
+>>> print("\\n".join(list_lines(catalog()[8:10])))
+ 9  mlp-digits     An MLP on digits
+10  checkpointing  Checkpointing: memory for compute
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ if TYPE_CHECKING:  # the runner imports FastAPI: only `rtxviz lesson` itself pay
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", help="the lesson (name or number); none: list them")
+    p.add_argument("name", nargs="?", help="the lesson to run (name or number); 'list' (or none) lists them")
     p.add_argument("--all", action="store_true", help="run every lesson (from NAME on, when given)")
     p.add_argument("--url", default=os.environ.get("RTXVIZ_SERVER"),
                    help="the server to stream to (default $RTXVIZ_SERVER; none: start one)")
@@ -40,6 +45,20 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="port of the server it starts (default: a free one)")
     p.add_argument("--export", type=Path, metavar="DIR", help="write the lessons as offline HTML files into DIR")
     p.add_argument("--no-wait", action="store_true", help="do not keep the started server running afterwards")
+
+
+#: the NAME that lists the lessons (no lesson is called so: `catalog` names come from ``NN-name.md`` files)
+LIST = "list"
+
+
+def list_lines(lessons: list[Lesson]) -> list[str]:
+    """One line per lesson: its number, name and title, in columns as wide as the widest entry (numbers
+    right-aligned), so titles line up whatever the names' lengths."""
+    if not lessons:
+        return []
+    num_w = max(len(str(x.number)) for x in lessons)
+    name_w = max(len(x.name) for x in lessons)
+    return [f"{x.number:>{num_w}}  {x.name:<{name_w}}  {x.title}".rstrip() for x in lessons]
 
 
 def _start_server(port: int, runner: LessonRunner) -> tuple[str, Any]:
@@ -105,6 +124,13 @@ def lesson(args: argparse.Namespace) -> int:
     from ..lessons import catalog, find, run_lesson
 
     lessons = catalog()
+    if args.name == LIST:
+        flags = [f for f, on in (("--all", args.all), ("--export", args.export)) if on]
+        if flags:
+            print(f"rtxviz lesson list: takes no {', '.join(flags)} (it only lists the lessons; run one with "
+                  "`rtxviz lesson NAME`)", file=sys.stderr)
+            return 2
+        args.name = None
     try:
         start = find(args.name) if args.name else None
     except ValueError as exc:
@@ -116,8 +142,8 @@ def lesson(args: argparse.Namespace) -> int:
             print(path)
         return 0
     if start is None:
-        for x in lessons:
-            print(f"{x.number:2d}  {x.name:<12} {x.title}")
+        for line in list_lines(lessons):
+            print(line)
         print("\nrun one: rtxviz lesson NAME [--url http://127.0.0.1:8000]", file=sys.stderr)
         return 0
     chosen = lessons[lessons.index(start):] if args.all else [start]

@@ -11,7 +11,9 @@ PyTorch's public seams, each for what only it sees (docs/torch.md says why each 
   (``Node.register_hook``): their gradients are reported as backward runs;
 - module forward pre/post hooks keep the module path (``layer1.0.conv1``), and, since they also run while
   ``torch.utils.checkpoint`` recomputes a segment in backward (where no function mode is active: PyTorch pops a
-  mode while it handles a call, and backward is such a call), they find the recomputed nodes;
+  mode while it handles a call, and backward is such a call), they find the recomputed nodes, and push a second
+  function mode for the rerun that names them as forward named theirs; they also name a custom
+  ``autograd.Function``'s node after the module that applied it (``Function.apply`` is no torch call);
 - ``torch.autograd.graph.saved_tensors_hooks`` counts the bytes each node keeps for backward (inside a
   non-reentrant checkpoint, the checkpoint's own hooks take over: what it drops is, rightly, not counted);
 - optimizer step hooks (``register_optimizer_step_pre_hook``/``post_hook``) give each parameter's update.
@@ -79,6 +81,10 @@ class _Mode(TorchFunctionMode):
             return func(*args, **kwargs)
         if func in _BACKWARDS:
             return rec.run_backward(func, args, kwargs) if rec.recording else func(*args, **kwargs)
+        if rec.pending_saved and rec.recording:
+            # bytes saved outside any torch call since the last node: a custom autograd.Function's, whose output
+            # this call may consume (made in this module: as the walk would say; but its bytes are known here)
+            rec._label_unseen(args, rec._stack[-1] if rec._stack else None)
         rec.pending_saved = 0
         rec.op_depth += 1
         try:
@@ -102,13 +108,43 @@ class _Mode(TorchFunctionMode):
         return out
 
 
+class _Recompute(TorchFunctionMode):
+    """Pushed while a module's forward reruns inside backward (torch.utils.checkpoint recomputing a segment, either
+    variant): names the recomputed nodes as forward's function mode named the originals (``conv2d``, not the
+    ``convolution`` of their grad_fn), so the page can match each recomputation to its node. `_Mode` is not
+    active there (PyTorch pops it while it handles the backward call); this one only labels, and passes a
+    backward called inside (a reentrant checkpoint's) through untouched."""
+
+    def __init__(self, recorder: TorchRecorder, depth: int) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self.depth = depth  # the module stack's depth with the recomputed module on top: where it is popped
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        rec = self.recorder
+        if func in _BACKWARDS:
+            return func(*args, **(kwargs or {}))
+        rec.pending_saved = 0
+        rec.op_depth += 1  # (what the rerun saves is a torch call's, not a checkpoint saving its inputs)
+        try:
+            out = func(*args, **(kwargs or {}))
+        finally:
+            rec.op_depth -= 1
+        if rec.recording:
+            for t in _tensors(out):
+                rec.label(t, func)
+        return out
+
+
 class _Rerun(TorchDispatchMode):
     """Pushed while a recorded backward runs: sees the ATen ops PyTorch runs inside it. Backward formulas run with
     grad off (create_graph is false: this mode is not pushed otherwise); what runs with grad on is a forward
     rerun inside backward, i.e. torch.utils.checkpoint recomputing a segment. Their outputs get their grad_fn
     from autograd after this handler returns, so they are kept until the next op with grad off, and the nodes
     behind them walked then (`TorchRecorder._flush_rerun`). A dispatch mode, not the function mode: PyTorch pops
-    function modes while it handles the backward call, and a plain function has no module hooks to see it by."""
+    function modes while it handles the backward call, and a plain function has no module hooks to see it by.
+    While a module reruns, nothing is flushed here: `_Recompute` names a node only as its call returns, and the
+    call's own saving runs ops with grad off before that; the module's post hook flushes, every name known."""
 
     def __init__(self, recorder: TorchRecorder) -> None:
         super().__init__()
@@ -120,7 +156,7 @@ class _Rerun(TorchDispatchMode):
         if torch.is_grad_enabled():
             if rec.recording:
                 rec._rerun.append((out, rec._stack[-1] if rec._stack else None))  # a module's rerun: its path
-        elif rec._rerun:
+        elif rec._rerun and rec._relabel is None:
             rec._flush_rerun()
         return out
 
@@ -176,6 +212,10 @@ class TorchRecorder:
         self._no_grad_outputs: list[tuple[torch.Tensor, str, str | None]] = []  # reentrant checkpoint outputs
         self._segment_names: dict[Any, str] = {}  # reentrant checkpoint node -> the module it checkpoints
         self._mode: _Mode | None = None
+        self._relabel: _Recompute | None = None   # pushed while a module's forward reruns in backward
+        #: (module, grad_fn name) and grad_fn name -> the op forward named such nodes this step (None: it named
+        #: them differently); names recomputed nodes no call was seen making (a checkpointed plain function's)
+        self._forward_ops: dict[Any, str | None] = {}
         self._saved_hooks: Any = None
         self.attached = False
 
@@ -217,6 +257,7 @@ class TorchRecorder:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        self._relabel = None  # (a module's forward interrupted by the detach: its post hook is gone)
         self.new_step(None)
         self._leaves.clear()
         self._before.clear()
@@ -240,6 +281,7 @@ class TorchRecorder:
         self._recomputed.clear()
         self._graded.clear()
         self._recompute = None
+        self._forward_ops.clear()
         self._no_grad_outputs.clear()
         self._segment_names.clear()
 
@@ -263,15 +305,44 @@ class TorchRecorder:
                                   self._stack[-1] if self._stack else None, out, self.pending_saved)
         self.pending_saved = 0
 
+    def _label_unseen(self, obj: Any, module: str | None) -> None:
+        """Label the nodes behind the tensors in `obj` (a module's inputs or output) that no torch call was seen
+        making, as made in `module`: a custom `torch.autograd.Function`'s (its ``apply`` is no torch function, so
+        the function mode never sees it), named after its class. Its consumer's module, which the walk would give
+        it otherwise, is another module's when the output crosses a module boundary, which is where this looks.
+        The bytes saved since the last labelled call are the Function's (``ctx.save_for_backward``)."""
+        saved = self.pending_saved  # (read first: each tensor attribute read through the function mode resets it)
+        with torch._C.DisableTorchFunction():  # module hooks run with the mode active: `t.grad_fn` is a call
+            for t in _tensors(obj):
+                fn = t.grad_fn
+                if fn is None or fn in self._labels or fn in self._ids:
+                    continue
+                if len(self._labels) >= _TABLE_MAX:
+                    self._labels.clear()
+                self._labels[fn] = _Label(op_from_grad_fn(fn.name()), module, t, saved)
+                saved = 0
+        self.pending_saved = saved
+
     def _pack(self, t: torch.Tensor) -> tuple[torch.Tensor, int]:
-        self.pending_saved += t.element_size() * t.numel()
         if not self.op_depth:
-            self._checkpointed = True  # saved by no torch call: a non-reentrant checkpoint saving its inputs
+            # saved by no torch call: a non-reentrant checkpoint saving its inputs, or a custom autograd.Function.
+            # The function mode is active here (inside a call it handles it is not): this hook's own tensor calls
+            # would reach it, and each call it sees resets the count
+            self._checkpointed = True
+            with torch._C.DisableTorchFunction():
+                return self._save(t)
+        return self._save(t)
+
+    def _save(self, t: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Count `t`'s bytes as saved by the node being made; its detached alias and version, for `_unpack`."""
+        self.pending_saved += t.element_size() * t.numel()
         # the version too: PyTorch checks a saved tensor's version only when no pack hook saves it, so without
         # this a tensor modified in place after it was saved would give wrong gradients while watched
         return t.detach(), t._version
 
     def _module_pre(self, path: str, module: Any, args: Any) -> None:
+        if self.recording and not self._in_backward:
+            self._label_unseen(args, self._stack[-1] if self._stack else None)  # made by the caller's module
         self._stack.append(path)
         if self._in_backward and self.recording and self._recompute is None:
             # a module running inside backward: torch.utils.checkpoint (non-reentrant) recomputing a segment
@@ -279,12 +350,25 @@ class TorchRecorder:
             seg = self._new_segment(path)
             self._emit({"kind": "checkpoint", "phase": "end", "segment": seg, "ops": 0, "saved_bytes": 0})
             self._begin_recompute(seg)
+        if self._in_backward and self.recording and self._recompute is not None and self._relabel is None:
+            # popped by this module's post hook, which runs even when the forward raises (always_call: PyTorch's
+            # early stop of a non-reentrant recomputation raises out of it)
+            self._relabel = _Recompute(self, len(self._stack))
+            self._relabel.__enter__()
 
     def _module_post(self, path: str, module: Any, args: Any, output: Any) -> None:
+        relabel = self._relabel
+        if relabel is not None and relabel.depth == len(self._stack) and self._stack[-1] == path:
+            self._relabel = None
+            relabel.__exit__(None, None, None)
+            if self._rerun:
+                self._flush_rerun()  # what `_Rerun` kept back while the module reran
         if self._stack and self._stack[-1] == path:
             self._stack.pop()
         if not self.recording:
             return
+        if not self._in_backward:
+            self._label_unseen(output, path)
         if not self._in_backward and not torch.is_grad_enabled() and any(
                 t.requires_grad for t in _tensors(args)):
             # a module run without grad on inputs that need it: torch.utils.checkpoint's reentrant variant (its
@@ -381,7 +465,7 @@ class TorchRecorder:
                 self._leaf(fn)
                 continue
             label = labels.get(fn)
-            if label is not None and label.module is not None:
+            if label is not None:  # made where it was seen made (None: outside the model), not where consumed
                 module = label.module
             stack.append((fn, module, True))
             for child, _ in reversed(fn.next_functions):
@@ -397,10 +481,13 @@ class TorchRecorder:
         label = self._labels.pop(fn, None)
         if label is not None:
             op, shape, dtype, device, saved = label.op, label.shape, label.dtype, label.device, label.saved
-            module = label.module or module
-            self._forward_t = label.t
+            module = label.module
+            if self._recompute is None:
+                self._forward_t = label.t
         else:
             op, saved = op_from_grad_fn(grad_fn_name), 0
+            if self._recompute is not None:
+                op = self._forward_name(module, grad_fn_name) or op
             meta = fn._input_metadata  # what PyTorch knows of the node's (first) output: the gradient's shape
             shape, dtype, device = (list(meta[0].shape), dtype_name(meta[0].dtype), str(meta[0].device)) \
                 if meta else ([], "?", "?")
@@ -418,6 +505,8 @@ class TorchRecorder:
             self._checkpointed = True  # its backward reruns the segment: the rerun watch is needed
             op = "checkpoint"
             seg = self._new_segment(self._segment_names.pop(fn, "") or module or "checkpoint")
+        if self._recompute is None:
+            self._learn_name(module, grad_fn_name, op)
         ev: dict[str, Any] = {"kind": "node", "id": nid, "op": op, "inputs": refs, "shape": shape, "dtype": dtype,
                               "device": device, "module": module, "attrs": {"grad_fn": grad_fn_name},
                               "saved_bytes": saved}
@@ -435,6 +524,24 @@ class TorchRecorder:
         # what rtxviz.render reads back from the node itself (render(tensor) after backward): names and gradients
         info = fn.metadata[METADATA_KEY] = {"op": op, "module": module}
         self._node_handles.append(fn.register_hook(partial(self._grad, nid, tuple(keep), checkpoint, info)))
+
+    def _learn_name(self, module: str | None, grad_fn_name: str, op: str) -> None:
+        """Keep the op name forward gave a `grad_fn_name` node in `module` (and anywhere), for the recomputed
+        nodes no call is seen making; a key forward gave two names gets None (no guess)."""
+        ops = self._forward_ops
+        for key in ((module, grad_fn_name), grad_fn_name):
+            if ops.setdefault(key, op) != op:
+                ops[key] = None
+
+    def _forward_name(self, module: str | None, grad_fn_name: str) -> str | None:
+        """Forward's one name for recomputed `grad_fn_name` nodes in `module`, else None. In a module, only its
+        own nodes decide (inside a module's rerun every call is labelled: what is left is a composite's inner
+        nodes, which forward named after their grad_fn too). Outside any module (a checkpointed plain function:
+        its rerun in backward runs in no module even where forward ran it in one) any forward node decides."""
+        ops = self._forward_ops
+        if module is not None:
+            return ops.get((module, grad_fn_name))
+        return ops.get((None, grad_fn_name)) or ops.get(grad_fn_name)
 
     def _leaf(self, fn: Any) -> None:
         t = fn.variable

@@ -4,6 +4,7 @@ their segment, between the segment's `recompute_begin` and `recompute_end`, and 
 from __future__ import annotations
 
 import copy
+from functools import partial
 
 import pytest
 
@@ -111,6 +112,8 @@ def test_non_reentrant_checkpoint_of_a_plain_function_is_seen():
     # every op of fn, as PyTorch's graph has them, recomputed once (early stop off: fn runs to its end)
     assert sorted(e["attrs"]["grad_fn"] for e in inside) == ops_of_fn == sorted(
         ["MmBackward0", "TanhBackward0", "SinBackward0", "CosBackward0", "MulBackward0"])
+    # named as forward named them: the functions fn calls (`x @ w` is matmul, though its grad_fn is MmBackward0)
+    assert sorted(e["op"] for e in inside) == sorted(["matmul", "tanh", "sin", "cos", "mul"])
     assert not any(e.get("recomputed") for e in events if e["kind"] == "node" and e not in inside)
     # and the gradients are PyTorch's, unwatched
     w.grad = x.grad = None
@@ -134,3 +137,121 @@ def test_create_graph_backward_marks_nothing_recomputed():
         g.sum().backward()
     assert not any(e.get("recomputed") for e in rec.events if e["kind"] == "node")
     assert not any(e["kind"] == "checkpoint" for e in rec.events)
+
+
+class ConvNet(nn.Module):
+    """A checkpointed Conv2d block between two plain layers."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.reentrant = reentrant
+        self.stem = nn.Conv2d(1, 2, 3, padding=1)
+        self.block = nn.Sequential(nn.Conv2d(2, 2, 3, padding=1), nn.ReLU(), nn.Conv2d(2, 2, 1))
+        self.head = nn.Linear(2 * 5 * 5, 1)
+
+    def forward(self, x):
+        return self.head(checkpoint(self.block, self.stem(x), use_reentrant=self.reentrant).flatten(1))
+
+
+class _Calls(torch.overrides.TorchFunctionMode):
+    """The test's own view of forward: (function name, module path) of every call whose output has a grad_fn."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.calls: list[tuple[str, str]] = []
+        self.path: list[str] = []
+        for name, m in model.named_modules():
+            m.register_forward_pre_hook(partial(self._enter, name))
+            m.register_forward_hook(self._leave)
+
+    def _enter(self, name: str, module: nn.Module, args: tuple) -> None:
+        self.path.append(name)
+
+    def _leave(self, module: nn.Module, args: tuple, output: object) -> None:
+        self.path.pop()  # (a forward hook that returns something replaces the output)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor) and out.grad_fn is not None:
+            self.calls.append((func.__name__, self.path[-1]))
+        return out
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_recomputed_ops_are_named_as_forward_names_them(reentrant):
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+
+    torch.manual_seed(0)
+    model = ConvNet(reentrant).double()
+    x = torch.randn(3, 1, 5, 5, dtype=torch.float64)
+    # what forward calls inside the block, seen by a function mode of the test's own (on a copy, unwatched)
+    spy = _Calls(copy.deepcopy(model.block))
+    with spy:
+        spy.model(torch.randn(3, 2, 5, 5, dtype=torch.float64, requires_grad=True))
+    expected = sorted((op, "block" + ("." + path if path else "")) for op, path in spy.calls)
+    assert expected == sorted([("conv2d", "block.0"), ("relu", "block.1"), ("conv2d", "block.2")])
+
+    with rt.record(model) as rec, set_checkpoint_early_stop(False):
+        model(x).sum().backward()
+    nodes = [e for e in rec.events if e["kind"] == "node"]
+    recomputed = sorted((e["op"], e["module"]) for e in nodes if e.get("recomputed"))
+    assert recomputed == expected
+    if not reentrant:  # the forward's own nodes of the block: the same names, each once
+        forward = sorted((e["op"], e["module"]) for e in nodes
+                         if not e.get("recomputed") and (e["module"] or "").startswith("block"))
+        assert forward == recomputed
+
+
+def test_early_stopped_recomputation_keeps_forward_names():
+    # PyTorch's early stop raises out of the block's forward once what backward needs is rebuilt: what was rerun
+    # keeps forward's names all the same (the block's last conv is not rerun: nothing needs it again)
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+
+    torch.manual_seed(0)
+    model = ConvNet(reentrant=False).double()
+    with rt.record(model) as rec, set_checkpoint_early_stop(True):
+        model(torch.randn(3, 1, 5, 5, dtype=torch.float64)).sum().backward()
+        model(torch.randn(3, 1, 5, 5, dtype=torch.float64)).sum().backward()  # the mode was popped: again
+    recomputed = [(e["op"], e["module"]) for e in rec.events if e["kind"] == "node" and e.get("recomputed")]
+    assert recomputed == [("conv2d", "block.0"), ("relu", "block.1")] * 2
+    assert torch._C._len_torch_function_stack() == 0  # no mode of the recorder's left behind
+
+
+class Expit(nn.Module):
+    """An op that saves its output (so its own saving runs inside the call) and whose grad_fn is named otherwise
+    (`torch.special.expit` makes a SigmoidBackward0)."""
+
+    def forward(self, x):
+        return torch.special.expit(x) * 2
+
+
+class ExpitNet(nn.Module):
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.reentrant = reentrant
+        self.lin = nn.Linear(3, 3)
+        self.blk = Expit()
+
+    def forward(self, x):
+        return checkpoint(self.blk, self.lin(x), use_reentrant=self.reentrant)
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_an_op_saving_its_output_is_named_when_recomputed(reentrant):
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+
+    torch.manual_seed(0)
+    model = ExpitNet(reentrant).double()
+    spy = _Calls(copy.deepcopy(model.blk))
+    with spy:
+        spy.model(torch.randn(2, 3, dtype=torch.float64, requires_grad=True))
+    expected = sorted((op, "blk") for op, _ in spy.calls)
+    assert expected == [("mul", "blk"), ("special_expit", "blk")]
+    with rt.record(model) as rec, set_checkpoint_early_stop(False):
+        model(torch.randn(2, 3, dtype=torch.float64)).sum().backward()
+    nodes = [e for e in rec.events if e["kind"] == "node" and e.get("recomputed")]
+    assert sorted((e["op"], e["module"]) for e in nodes) == expected
+    if reentrant:  # its recomputed graph is an ordinary one (backward runs over it): expit keeps its output
+        (expit,) = [e for e in nodes if e["op"] == "special_expit"]
+        assert expit["saved_bytes"] == 2 * 3 * 8
