@@ -26,10 +26,113 @@ from .engine import *  # noqa: F403
 from .engine import __all__ as _engine_all
 from .engine.dtypes import float32, float64, int64
 
+# PyTorch's top-level function forms (``rtxviz.exp(x)``, ``rtxviz.sum(x, dim=1)``): the op functions themselves, the
+# same objects the Tensor methods are (``x.exp()`` is ``rtxviz.exp(x)``)
+from .engine.ops.arithmetic import (
+    add,
+    atan2,
+    div,
+    floor_divide,
+    fmod,
+    hypot,
+    maximum,
+    minimum,
+    mul,
+    neg,
+    pow,
+    remainder,
+    sub,
+    true_divide,
+    xlogy,
+)
+from .engine.ops.arithmetic import atan2 as arctan2
+from .engine.ops.arithmetic import div as divide
+from .engine.ops.arithmetic import mul as multiply
+from .engine.ops.arithmetic import neg as negative
+from .engine.ops.arithmetic import sub as subtract
+from .engine.ops.broadcast import expand as broadcast_to
+from .engine.ops.index import gather, index_add, logical_and, logical_not, logical_or, masked_fill, scatter_add
+from .engine.ops.linalg import bmm, matmul, outer, slogdet, trace
+from .engine.ops.linalg import linalg_det as det
+from .engine.ops.linalg import linalg_inv as inverse
+from .engine.ops.nn_norm import log_softmax, softmax
+from .engine.ops.operators import and_ as bitwise_and
+from .engine.ops.operators import invert as bitwise_not
+from .engine.ops.operators import or_ as bitwise_or
+from .engine.ops.operators import xor as bitwise_xor
+from .engine.ops.reduction import (
+    amax,
+    amin,
+    argmax,
+    argmin,
+    logsumexp,
+    max,
+    mean,
+    min,
+    norm,
+    prod,
+    std,
+    sum,
+    var,
+)
+from .engine.ops.scan import cumprod, cumsum, logcumsumexp
+from .engine.ops.shape import (
+    chunk,
+    diagonal,
+    flatten,
+    flip,
+    index_select,
+    narrow,
+    permute,
+    reshape,
+    roll,
+    split,
+    squeeze,
+    transpose,
+    tril,
+    triu,
+    unsqueeze,
+)
+from .engine.ops.unary import (
+    abs,
+    atan,
+    clamp,
+    cos,
+    cosh,
+    erf,
+    exp,
+    expm1,
+    log,
+    log1p,
+    reciprocal,
+    relu,
+    sigmoid,
+    sin,
+    sinh,
+    sqrt,
+    square,
+    tan,
+    tanh,
+)
+from .engine.ops.unary import atan as arctan
+from .engine.ops.unary import clamp as clip
+
 # `watch` and `events` are attributes too (see __getattr__), left out of __all__ so that a star import does not
 # load the event stream and pydantic.
-__all__ = [*_engine_all, "AnomalyError", "data", "detect_anomaly", "float32", "float64", "grad_report", "int64",
-           "nn", "optim", "render"]
+__all__ = [
+    *_engine_all, "AnomalyError", "data", "detect_anomaly", "float32", "float64", "grad_report", "int64", "nn",
+    "optim", "render",
+    # PyTorch's function forms (a star import shadows Python's abs, max, min, pow and sum, as torch's does)
+    "abs", "add", "amax", "amin", "arctan", "arctan2", "argmax", "argmin", "atan", "atan2", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "bmm", "broadcast_to", "chunk", "clamp", "clip", "cos", "cosh",
+    "cumprod", "cumsum", "det", "diagonal", "div", "divide", "erf", "exp", "expm1", "flatten", "flip", "floor_divide",
+    "fmod", "gather", "hypot", "index_add", "index_select", "inverse", "log", "log1p", "log_softmax", "logcumsumexp",
+    "logical_and", "logical_not", "logical_or", "logsumexp", "masked_fill", "matmul", "max", "maximum", "mean", "min",
+    "minimum", "mul", "multiply", "narrow", "neg", "negative", "norm", "outer", "permute", "pow", "prod", "reciprocal",
+    "relu", "remainder", "reshape", "roll", "scatter_add", "sigmoid", "sin", "sinh", "slogdet", "softmax", "split",
+    "sqrt", "square", "squeeze", "std", "sub", "subtract", "sum", "tan", "tanh", "trace", "transpose", "tril", "triu",
+    "true_divide", "unsqueeze", "var", "xlogy",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,7 @@
-"""PyTorch's constructors at the top level: ``rtxviz.tensor``, ``zeros``, ``ones``, ``full``, ``arange``, ``randn``,
-``rand``, ``empty``, ``from_numpy`` and the ``*_like`` forms, with PyTorch's arguments (sizes as separate ints or
-one sequence, ``dtype=``, ``device=``, ``requires_grad=``).
+"""PyTorch's constructors at the top level: ``rtxviz.tensor``, ``zeros``, ``ones``, ``full``, ``arange``, ``linspace``,
+``logspace``, ``eye``, ``randn``, ``rand``, ``randint``, ``randperm``, ``empty``, ``from_numpy`` and the ``*_like``
+forms, with PyTorch's arguments (sizes as separate ints or one sequence, ``dtype=``, ``device=``,
+``requires_grad=``). Random ones draw from rtxviz's seeded generator (`rtxviz.manual_seed`), on the CPU.
 
 A tensor that requires grad is a leaf `Variable`; otherwise a plain `Tensor` (it records no graph of its own).
 
@@ -17,12 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from .device import Device
+from . import random as _random
+from .device import Device, as_device, to_device
+from .dtypes import as_dtype, int64
 from .tensor import Tensor
 from .variable import Variable
 
-__all__ = ["arange", "empty", "empty_like", "from_numpy", "full", "full_like", "ones", "ones_like", "rand",
-           "rand_like", "randn", "randn_like", "tensor", "zeros", "zeros_like"]
+__all__ = ["arange", "empty", "empty_like", "eye", "from_numpy", "full", "full_like", "linspace", "logspace", "ones",
+           "ones_like", "rand", "rand_like", "randint", "randint_like", "randn", "randn_like", "randperm", "tensor",
+           "zeros", "zeros_like"]
 
 DeviceLike = Device | str | None
 
@@ -76,6 +80,47 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
     return _out(Tensor.arange(start, end, step, device, dtype), requires_grad)
 
 
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: DeviceLike = None,
+             requires_grad: bool = False) -> Tensor:
+    """`steps` evenly spaced values from start to end, both included (torch.linspace): the default float dtype.
+
+    >>> linspace(0, 1, 3).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    n = _count("linspace", "steps", steps)
+    dev = as_device(device)
+    dt = as_dtype(dtype, "linspace")
+    values = np.linspace(float(start), float(end), n)  # in float64, then cast to the dtype
+    return _out(Tensor._wrap(to_device(values.astype(dt), dev)), requires_grad)
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype: Any = None,
+             device: DeviceLike = None, requires_grad: bool = False) -> Tensor:
+    """base ** linspace(start, end, steps) (torch.logspace).
+
+    >>> logspace(0, 2, 3).tolist()
+    [1.0, 10.0, 100.0]
+    """
+    n = _count("logspace", "steps", steps)
+    values = np.float64(base) ** np.linspace(float(start), float(end), n)
+    dt = as_dtype(dtype, "logspace")
+    return _out(Tensor._wrap(to_device(values.astype(dt), as_device(device))), requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: DeviceLike = None,
+        requires_grad: bool = False) -> Tensor:
+    """The n x m matrix (m = n when not given) with ones on the diagonal (torch.eye).
+
+    >>> eye(2, 3).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    """
+    rows, cols = int(n), int(n if m is None else m)
+    if rows < 0 or cols < 0:
+        raise ValueError(f"eye: n and m must be non-negative, got n={rows}, m={cols}")
+    dev = as_device(device)
+    return _out(Tensor._wrap(dev.xp.eye(rows, cols, dtype=as_dtype(dtype, "eye"))), requires_grad)
+
+
 def randn(*size: Any, dtype: Any = None, device: DeviceLike = None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples from rtxviz's seeded generator (`rtxviz.manual_seed`)."""
     return _out(Tensor.randn(_sizes(size), device, dtype), requires_grad)
@@ -84,6 +129,64 @@ def randn(*size: Any, dtype: Any = None, device: DeviceLike = None, requires_gra
 def rand(*size: Any, dtype: Any = None, device: DeviceLike = None, requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) from rtxviz's seeded generator."""
     return _out(Tensor.rand(_sizes(size), device, dtype), requires_grad)
+
+
+def randint(*args: Any, size: Any = None, low: int | None = None, high: int | None = None, dtype: Any = None,
+            device: DeviceLike = None, requires_grad: bool = False) -> Tensor:
+    """Integers drawn uniformly from [low, high) (low 0 unless given), int64 unless `dtype` says otherwise, as
+    torch.randint: ``randint(high, size)``, ``randint(low, high, size)`` or by keyword.
+
+    >>> t = randint(3, 5, (4,))
+    >>> t.dtype.name, all(3 <= v < 5 for v in t.tolist())
+    ('int64', True)
+    """
+    pos = list(args)
+    if size is None and pos and not isinstance(pos[-1], int | np.integer):
+        size = pos.pop()  # the size is the last positional argument, a sequence
+    if len(pos) == 2:
+        low, high = pos
+    elif len(pos) == 1:
+        if high is None:
+            high = pos[0]
+        else:
+            low = pos[0]
+    elif pos:
+        raise TypeError(f"randint: expected (high, size) or (low, high, size), got {len(args)} positional arguments")
+    if size is None:
+        raise TypeError("randint: give the size, a tuple of ints (torch.randint(high, size))")
+    if high is None:
+        raise TypeError("randint: give high (torch.randint(high, size))")
+    return _draw_ints("randint", 0 if low is None else low, high, _sizes((size,)), int64 if dtype is None else dtype,
+                      device, requires_grad)
+
+
+def _draw_ints(where: str, low: Any, high: Any, shape: tuple[int, ...], dtype: Any, device: DeviceLike,
+               requires_grad: bool) -> Tensor:
+    """Integers from [low, high) of `shape`, drawn on the CPU by the seeded generator, then cast and moved."""
+    low, high = int(low), int(high)
+    if low >= high:
+        raise ValueError(f"{where}: low ({low}) must be less than high ({high})")
+    values = _random.generator().integers(low, high, shape, dtype=np.int64)
+    return _out(Tensor._wrap(to_device(values.astype(as_dtype(dtype, where)), as_device(device))), requires_grad)
+
+
+def randperm(n: int, *, dtype: Any = None, device: DeviceLike = None, requires_grad: bool = False) -> Tensor:
+    """A random permutation of 0..n-1 (torch.randperm), int64 unless `dtype` says otherwise.
+
+    >>> sorted(randperm(4).tolist())
+    [0, 1, 2, 3]
+    """
+    count = _count("randperm", "n", n)
+    values = _random.generator().permutation(count)
+    dt = as_dtype(int64 if dtype is None else dtype, "randperm")
+    return _out(Tensor._wrap(to_device(values.astype(dt), as_device(device))), requires_grad)
+
+
+def _count(where: str, name: str, value: Any) -> int:
+    count = int(value)
+    if count < 0:
+        raise ValueError(f"{where}: {name} must be non-negative, got {count}")
+    return count
 
 
 def _like(fn: Any, x: Tensor, dtype: Any, device: DeviceLike, requires_grad: bool, *args: Any) -> Tensor:
@@ -115,3 +218,23 @@ def randn_like(x: Tensor, dtype: Any = None, device: DeviceLike = None, requires
 
 def rand_like(x: Tensor, dtype: Any = None, device: DeviceLike = None, requires_grad: bool = False) -> Tensor:
     return _like(rand, x, dtype, device, requires_grad)
+
+
+def randint_like(x: Tensor, *args: Any, low: int | None = None, high: int | None = None, dtype: Any = None,
+                 device: DeviceLike = None, requires_grad: bool = False) -> Tensor:
+    """Integers from [low, high) in a tensor of x's shape, dtype and device (torch.randint_like(x, high) or
+    (x, low, high))."""
+    if len(args) == 2:
+        low, high = args
+    elif len(args) == 1:
+        if high is None:
+            high = args[0]
+        else:
+            low = args[0]
+    elif args:
+        raise TypeError(f"randint_like: expected (x, high) or (x, low, high), got {len(args) + 1} positional arguments")
+    if high is None:
+        raise TypeError("randint_like: give high (torch.randint_like(x, high))")
+    return _draw_ints("randint_like", 0 if low is None else low, high, x.shape,
+                      dtype if dtype is not None else x.dtype, device if device is not None else x.device,
+                      requires_grad)

@@ -24,7 +24,7 @@ from . import hooks as _hooks
 from . import random as _random
 from .device import CPU, Device, as_device, device_of, get_default_device, to_device, xp_of
 from .dtypes import as_dtype, device_or_dtype, float32, get_default_dtype, int64
-from .errors import DimError, DTypeError, ShapeError
+from .errors import DimError, DTypeError, GraphError, ShapeError
 
 if TYPE_CHECKING:  # names in the declared signatures of the op methods (the class's generated block)
     from .ops.linalg import Slogdet
@@ -186,6 +186,29 @@ class Tensor:
         """This value as a plain Tensor (no graph); shares memory."""
         return Tensor._wrap(self.data)
 
+    # -- the graph, as a PyTorch user asks a tensor about it ---------------------------------------------------------
+    @property
+    def grad(self) -> Tensor | None:
+        """None: a plain Tensor is outside the graph, so no backward pass gives it a gradient (a Variable's is set)."""
+        return None
+
+    def detach(self) -> Tensor:
+        """A new Tensor sharing this one's data (a plain Tensor is already outside the graph)."""
+        return Tensor._wrap(self.data)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """`requires_grad_(False)` is this tensor (it records nothing already); `requires_grad_(True)` raises,
+        saying what to write. A plain Tensor cannot become a Variable in place (the two classes' layouts differ), and
+        handing back a new Variable would leave PyTorch's ``x.requires_grad_()``, whose result is dropped, a silent
+        no-op whose backward then fails far from here."""
+        if not requires_grad:
+            return self
+        raise GraphError(
+            f"requires_grad_: x (a {self.dtype} tensor of shape {tuple(self.shape)}) is a plain Tensor, which rtxviz "
+            "keeps outside the graph, and it cannot turn into a Variable in place; write "
+            "`x = rtxviz.Variable.from_tensor(x)` (a leaf sharing x's data), or create it with requires_grad=True "
+            "(`rtxviz.randn(3, requires_grad=True)`, `rtxviz.tensor(data, requires_grad=True)`)")
+
     # Reading values into Python is reported to tracing hooks (`value_read`): a tracer such as the graph cache
     # must know when control flow or Python values may depend on data. Printing (`_values_repr`) is not.
     def numpy(self) -> np.ndarray:
@@ -311,6 +334,9 @@ class Tensor:
         def __eq__(self: Tensor, other: Any) -> Tensor:  # type: ignore[override]
             """self == other, elementwise (bool, no gradient): tensors hash by identity, as PyTorch's."""
 
+        def __floordiv__(a: Any, b: Any) -> Any:
+            """a // b: the quotient rounded toward -inf, with broadcasting (torch.floor_divide); zero gradients."""
+
         def __ge__(self: Tensor, other: Any) -> Tensor:
             """self >= other, elementwise (bool, no gradient)."""
 
@@ -322,6 +348,12 @@ class Tensor:
 
         def __iadd__(x: Tensor, other: Any, alpha: Any = 1.0) -> Tensor:
             """x += alpha · other, in place."""
+
+        def __ifloordiv__(x: Tensor, other: Any) -> Tensor:
+            """x //= other, in place."""
+
+        def __imod__(x: Tensor, other: Any) -> Tensor:
+            """x %= other, in place."""
 
         def __imul__(x: Tensor, other: Any) -> Tensor:
             """x *= other, in place."""
@@ -347,6 +379,9 @@ class Tensor:
         def __matmul__(a: Any, b: Any) -> Any:
             """Matrix product with numpy's rules (1-D operands promoted, batch dims broadcast)."""
 
+        def __mod__(a: Any, b: Any) -> Any:
+            """a % b with the sign of b (Python's and torch.remainder's), with broadcasting."""
+
         def __mul__(a: Any, b: Any) -> Any:
             """a * b with broadcasting."""
 
@@ -371,8 +406,14 @@ class Tensor:
         def __rand__(a: Tensor, b: Any) -> Tensor:
             """b & a (a bool or int on the left)."""
 
+        def __rfloordiv__(self: Tensor, other: Any) -> Any:
+            """other // self."""
+
         def __rmatmul__(self: Tensor, other: Any) -> Any:
             """other @ self."""
+
+        def __rmod__(self: Tensor, other: Any) -> Any:
+            """other % self."""
 
         def __rmul__(self: Tensor, other: Any) -> Any:
             """other * self."""
@@ -399,7 +440,7 @@ class Tensor:
             """a - alpha·b with broadcasting (`alpha` as PyTorch's)."""
 
         def __truediv__(a: Any, b: Any) -> Any:
-            """a / b with broadcasting."""
+            """a / b with broadcasting (Python's /, torch.true_divide): `div` without its rounding_mode, whose keywo…"""
 
         def __xor__(a: Tensor, b: Any) -> Tensor:
             """a ^ b elementwise: logical for bool tensors, bitwise for int64 (no gradient)."""
@@ -534,14 +575,14 @@ class Tensor:
         def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
             """The diagonal ``x[i, i + offset]`` of the matrices in dims (dim1, dim2), as a new last dim (torch.diag…"""
 
-        def div(a: Any, b: Any) -> Any:
-            """a / b with broadcasting."""
+        def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
+            """a / b with broadcasting; `rounding_mode` "trunc" or "floor" rounds the quotient (toward 0, toward -in…"""
 
         def div_(x: Tensor, other: Any) -> Tensor:
             """x /= other, in place."""
 
-        def divide(a: Any, b: Any) -> Any:
-            """a / b with broadcasting."""
+        def divide(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
+            """a / b with broadcasting; `rounding_mode` "trunc" or "floor" rounds the quotient (toward 0, toward -in…"""
 
         def dropout(x: Tensor, p: builtins.float = 0.5, training: bool = True) -> Any:
             """Zero each element with probability `p` and scale the rest by 1/(1-p); `x` itself when not training."""
@@ -569,6 +610,15 @@ class Tensor:
 
         def flip(x: Any, *dims: Any) -> Any:
             """`x` with the order of its elements reversed along each of `dims` (torch.flip; ``x.flip(0, 1)`` and"""
+
+        def floor_divide(a: Any, b: Any) -> Any:
+            """a // b: the quotient rounded toward -inf, with broadcasting (torch.floor_divide); zero gradients."""
+
+        def floor_divide_(x: Tensor, other: Any) -> Tensor:
+            """x //= other, in place."""
+
+        def fmod(a: Any, b: Any) -> Any:
+            """The remainder of a / b with the sign of a (C's fmod, torch.fmod), with broadcasting."""
 
         def gather(x: Any, dim: int, index: Any) -> Any:
             """The values of `x` at `index` along `dim` (torch.gather): ``out[i][j] = x[i][index[i][j]]`` for dim 1."""
@@ -655,7 +705,7 @@ class Tensor:
             """The elementwise maximum, with broadcasting."""
 
         def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-            """Mean over `dim` (an int, a list of ints, or None for all)."""
+            """Mean over `dim` (an int, a list of ints, or None for all). Of a float tensor only, as PyTorch's: the…"""
 
         def min(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """The smallest value: over everything when dim is None, else ``(values, indices)`` over `dim`."""
@@ -707,6 +757,12 @@ class Tensor:
 
         def relu(x: Any) -> Any:
             ...
+
+        def remainder(a: Any, b: Any) -> Any:
+            """a % b with the sign of b (Python's and torch.remainder's), with broadcasting."""
+
+        def remainder_(x: Tensor, other: Any) -> Tensor:
+            """x %= other, in place."""
 
         def repeat(x: Any, *sizes: Any) -> Any:
             """`x` tiled `sizes[d]` times along each dim d (PyTorch's Tensor.repeat; extra leading sizes add dims)."""
@@ -801,6 +857,9 @@ class Tensor:
         def triu(x: Any, diagonal: int = 0) -> Any:
             """The upper triangle of the matrices in the last two dims: entries (i, j) with j >= i + diagonal, the r…"""
 
+        def true_divide(a: Any, b: Any) -> Any:
+            """a / b with broadcasting (Python's /, torch.true_divide): `div` without its rounding_mode, whose keywo…"""
+
         def unsqueeze(x: Any, dim: int) -> Any:
             """Insert a dim of size 1 at `dim` (negative counts from the end of the result)."""
 
@@ -857,7 +916,9 @@ def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
     - Python numbers, numpy scalars and Python lists take the dtype (and device) of `like`, the tensor they meet,
       as PyTorch treats Python numbers: ``x * 2.0`` and ``np.float64(2) * x`` stay float32 for a float32 x;
     - a numpy (or cupy) array is treated exactly like a Tensor of its own dtype: with a tensor of another dtype
-      the op raises the same DTypeError a Tensor would (naming both dtypes), never a silent cast.
+      the op raises the same DTypeError a Tensor would (naming both dtypes), never a silent cast;
+    - but a float number meeting an int64 or bool tensor gives the default float dtype, and an int meeting a bool
+      tensor int64, as torch's result_type (``int_tensor * 2.5`` is float32); the op then promotes the tensor.
 
     >>> import numpy as np
     >>> x = Tensor.ones([2])
@@ -872,7 +933,8 @@ def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
         arr = like.data
         if isinstance(value, bool | int | float | np.number | list | tuple):
             xp = np if type(arr) is np.ndarray else xp_of(arr)
-            t = Tensor._wrap(xp.asarray(value, dtype=arr.dtype))
+            dtype = arr.dtype if arr.dtype.kind == "f" else _number_dtype(value, arr.dtype)
+            t = Tensor._wrap(xp.asarray(value, dtype=dtype))
         else:
             # host values start on the host (not the default device), device arrays stay where they are
             converted = _to_array(value, None, None if hasattr(value, "__cuda_array_interface__") else CPU,
@@ -883,6 +945,21 @@ def as_tensor_like(value: Any, like: Tensor | None) -> Tensor:
     if _hooks.TRACING:  # a constant of the computation, as a tracer sees it (the graph cache bakes it in)
         _hooks.trace("constant", tensor=t)
     return t
+
+
+def _number_dtype(value: Any, dtype: np.dtype) -> np.dtype:
+    """The dtype a Python value takes beside a non-float tensor of `dtype` (torch's result_type): a float value the
+    default float dtype, an int value beside a bool tensor int64, anything else `dtype`.
+
+    >>> _number_dtype(2.5, np.dtype(np.int64)).name, _number_dtype(2, np.dtype(np.bool_)).name
+    ('float32', 'int64')
+    """
+    kind = np.asarray(value).dtype.kind
+    if kind == "f":
+        return get_default_dtype()
+    if kind in "iu" and dtype.kind == "b":
+        return int64
+    return dtype
 
 
 _PROXIES = (weakref.ProxyType, weakref.CallableProxyType)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,8 +42,8 @@ CASES_PER_OP = 2  # reference cases per op (the conformance tests run them all)
 
 def _reference_cases() -> dict[str, list[dict]]:
     by_op: dict[str, list[dict]] = {}
-    for name in SHIPPED:
-        path = reference_path(name)
+    extra = sorted((Path(__file__).parent / "data").glob("*_reference.json"))  # rtxviz's own additions' cases
+    for path in [reference_path(name) for name in SHIPPED] + extra:
         if not path.exists():
             continue
         for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -20,12 +21,17 @@ from rtxviz.engine.ops import REFERENCE, REFERENCE_OPS
 #: The engine's own ops (a user may register ops of their own; they need not declare everything).
 ENGINE_OPS = {name: op for name, op in OPS.items() if op.__module__.startswith("rtxviz.")}
 SHIPPED = ["ops.json", "higher_order.json", "ops_v2.json"]
+#: rtxviz's own additions to the vocabulary: their table and their PyTorch cases, beside the tests
+EXTRA = Path(__file__).parent / "data"
 
 
 def _format_names() -> set[str]:
-    """The op names of every table in FORMAT.md (the second column of rows whose first is a group)."""
+    """The op names of every table in FORMAT.md and in the additions' README (the second column of rows whose
+    first is a group)."""
     names: set[str] = set()
-    for line in reference_path("FORMAT.md").read_text(encoding="utf-8").splitlines():
+    lines = reference_path("FORMAT.md").read_text(encoding="utf-8").splitlines()
+    lines += (EXTRA / "README.md").read_text(encoding="utf-8").splitlines()
+    for line in lines:
         cells = [c.strip() for c in line.split("|")]
         if line.startswith("|") and len(cells) > 3 and cells[1] and not set(cells[1]) <= {"-", " "} \
                 and cells[1] != "group":
@@ -35,8 +41,7 @@ def _format_names() -> set[str]:
 
 def _shipped_ops() -> set[str]:
     used: set[str] = set()
-    for name in SHIPPED:
-        path = reference_path(name)
+    for path in [reference_path(name) for name in SHIPPED] + sorted(EXTRA.glob("*_reference.json")):
         if path.exists():
             for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
                 used.update(step["op"] for step in case["program"])
@@ -55,7 +60,7 @@ def test_every_op_declares_kind_rule_function_and_cases(name: str) -> None:
         assert op.examples, f"{name}: outside the reference vocabulary, so it needs examples for the harness"
     else:
         assert REFERENCE_OPS.get(op.reference) is op, f"{name}: its reference name {op.reference!r} is not its"
-        assert op.reference in _shipped_ops(), f"{name}: no case in {SHIPPED} uses {op.reference!r}"
+        assert op.reference in _shipped_ops(), f"{name}: no case in {SHIPPED} or {EXTRA} uses {op.reference!r}"
 
 
 def test_format_tables_and_registry_agree() -> None:

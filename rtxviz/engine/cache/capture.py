@@ -83,7 +83,7 @@ class Capture(_hooks.EngineHook):
             if id(d) not in self.pre_arrays or (o._is_var and o.requires_grad and o._node is None):
                 self.pre_arrays[id(d)] = o
             if o._is_var and o.requires_grad and o._node is None:
-                self.pre_leaves.append((o, d, o.grad))  # type: ignore[attr-defined]  # a Variable by _is_var
+                self.pre_leaves.append((o, d, o.grad))
         self.pre_grads = {id(leaf): g for leaf, _, g in self.pre_leaves}
 
     # -- refusing -------------------------------------------------------------------------------------------

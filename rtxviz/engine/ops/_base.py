@@ -37,6 +37,7 @@ import numpy as np
 from .. import hooks as _hooks
 from ..backward import grad
 from ..device import xp_of
+from ..dtypes import get_default_dtype
 from ..errors import DimError
 from ..graph import OPS, Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
@@ -44,8 +45,8 @@ from ..variable import Variable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["OPS", "REFERENCE", "Elementwise", "Example", "Op", "binary", "constant",
-           "implements", "tensor_method", "unary"]
+__all__ = ["OPS", "REFERENCE", "Elementwise", "Example", "Op", "binary", "cast_dtype", "constant", "floating",
+           "implements", "promote", "tensor_method", "unary"]
 
 #: rtx-reference op name -> how a program step calls the engine: ``call(*args, **attrs)`` (args are Tensors in
 #: the step's order, attrs the step's attrs). Filled by `implements`; the conformance runner dispatches from it.
@@ -160,6 +161,9 @@ class Elementwise(Op):
     kind = "elementwise"
     batched = staticmethod(own_rule_batched)
     ufunc: str | None = None
+    #: True for an op without an integer form (exp, sin, true division...): int64 and bool inputs are cast to the
+    #: default float dtype first, as torch gives float32 for ``torch.exp(int_tensor)`` (`unary`, `binary`)
+    floating: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -182,18 +186,89 @@ class Elementwise(Op):
 
 # -- calling ops ----------------------------------------------------------------------------------------------
 def unary(op: type, x: Tensor, attrs: dict | None = None) -> Any:
+    """Apply a one-input op; an int64 or bool input of a `floating` op is cast to the default float dtype first."""
     if not isinstance(x, Tensor):
         x = as_tensor_like(x, None)
+    if x.data.dtype.kind != "f" and op.floating:  # type: ignore[attr-defined]  # every unary op is Elementwise
+        x = floating(x)
     return apply(op, (x,), attrs) if attrs is not None else apply(op, (x,))
 
 
 def binary(op: type, a: Any, b: Any) -> Any:
-    """Apply a two-input op, turning a scalar or array operand into a constant of the other's dtype."""
+    """Apply a two-input op, turning a scalar or array operand into a constant of the other's dtype, and operands
+    of different dtype kinds into torch's result type (`promote`)."""
     if a.__class__ not in _TENSOR_TYPES and not isinstance(a, Tensor):
         a = as_tensor_like(a, b)
     if b.__class__ not in _TENSOR_TYPES and not isinstance(b, Tensor):
         b = as_tensor_like(b, a)
+    dtype = a.data.dtype
+    if dtype is not b.data.dtype or dtype.kind != "f":
+        a, b = promote(op, a, b)
     return apply(op, (a, b))
+
+
+def floating(x: Tensor) -> Tensor:
+    """`x` itself when it is float, else `x` cast to the default float dtype (by the cast op, which a graph-cache
+    capture sees).
+
+    >>> floating(Tensor(np.arange(2))).dtype.name
+    'float32'
+    """
+    if x.data.dtype.kind == "f":
+        return x
+    return cast_dtype(x, get_default_dtype())
+
+
+def promote_all(tensors: list[Tensor]) -> list[Tensor]:
+    """Operands of one op that joins many (cat, stack) brought to torch's result type, as `promote` brings two:
+    the float dtype among them if there is one, else int64 if int64 and bool meet. Two float widths are left as
+    they are (the op raises, naming them).
+
+    >>> [t.dtype.name for t in promote_all([Tensor(np.arange(2)), Tensor(np.ones(2, np.float32))])]
+    ['float32', 'float32']
+    """
+    dtypes = {t.data.dtype for t in tensors}
+    if len(dtypes) == 1:
+        return tensors
+    floats = {d for d in dtypes if d.kind == "f"}
+    if len(floats) > 1:
+        return tensors
+    target = next(iter(floats)) if floats else np.dtype(np.int64)
+    return [t if t.data.dtype == target else cast_dtype(t, target) for t in tensors]
+
+
+def promote(op: type, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """Two operands brought to torch's result type where their dtype kinds differ: an int64 or bool tensor meeting
+    a float one takes its dtype, a bool meeting an int64 becomes int64; two non-float operands of a `floating` op
+    (true division, atan2...) become the default float dtype. Two float dtypes are left as they are: float32 with
+    float64 raises DTypeError in the op, as the engine never promotes silently between float widths.
+
+    >>> x, i = Tensor(np.ones(2, dtype=np.float32)), Tensor(np.arange(2))
+    >>> [t.dtype.name for t in promote(Op, x, i)], [t.dtype.name for t in promote(Op, i, Tensor(np.ones(2, bool)))]
+    (['float32', 'float32'], ['int64', 'int64'])
+    """
+    ka, kb = a.data.dtype.kind, b.data.dtype.kind
+    if ka == "f" or kb == "f":
+        if ka == kb:
+            return a, b
+        return (a, _cast_like(b, a)) if ka == "f" else (_cast_like(a, b), b)
+    if getattr(op, "floating", False):
+        return floating(a), floating(b)
+    if ka != kb:  # int64 and bool
+        return (a, _cast_like(b, a)) if ka == "i" else (_cast_like(a, b), b)
+    return a, b
+
+
+def _cast_like(x: Tensor, like: Tensor) -> Tensor:
+    """`x` cast to `like`'s dtype (by the cast op)."""
+    return cast_dtype(x, like.data.dtype)
+
+
+def cast_dtype(x: Tensor, dtype: Any) -> Tensor:
+    """`x` cast to `dtype` by the registered cast op (ops/convert.py's "to", found in OPS at call time: convert
+    builds on this module, so importing it here would close a circle). Promotion casts a non-float operand to a
+    float dtype or a bool to int64, never a Variable to an integer, so this is what `to_device_dtype` would do."""
+    return apply(OPS["to"], (x,), {"device": None, "dtype": np.dtype(dtype)})
 
 
 _TENSOR_TYPES: set = {Tensor, Variable}

@@ -1,5 +1,5 @@
-"""Broadcasting arithmetic (add, sub, mul, div, pow, maximum, minimum, atan2, hypot, xlogy), the tensor-scalar
-forms, and mask_mul, the op that backward rules multiply by a piecewise-constant mask with.
+"""Broadcasting arithmetic (add, sub, mul, div, pow, maximum, minimum, atan2, hypot, xlogy, floor_divide, remainder,
+fmod), the tensor-scalar forms, and mask_mul, the op that backward rules multiply by a piecewise-constant mask with.
 
 Each class is one op, its public function right after it. The broadcasting ones declare `compute` and `grads`
 (`BroadcastBinary` sums their gradients back to each input's shape).
@@ -16,7 +16,7 @@ import numpy as np
 from ..device import xp_of
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import Elementwise, Example, binary, implements, tensor_method, unary
+from ._base import Elementwise, Example, binary, floating, implements, tensor_method, unary
 from .broadcast import BroadcastBinary
 
 _SCALARS = (int, float)
@@ -24,6 +24,14 @@ _SCALARS = (int, float)
 
 def _is_scalar(v: Any) -> bool:
     return type(v) in _SCALARS
+
+
+def _with_number(x: Tensor, value: Any) -> Tensor:
+    """`x` ready to meet the Python number `value`: an int64 or bool tensor meeting a float becomes the default float
+    dtype first, as torch's ``int_tensor + 1.5`` is float32 (numpy would give float64)."""
+    if value.__class__ is float and x.data.dtype.kind != "f":
+        return floating(x)
+    return x
 
 
 class Add(BroadcastBinary):
@@ -48,7 +56,7 @@ def add(a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha != 1:
         b = b * alpha if _is_scalar(b) else mul(b, alpha)
     if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(AddScalar, (a,), {"value": b})
+        return apply(AddScalar, (_with_number(a, b),), {"value": b})
     return binary(Add, a, b)
 
 
@@ -69,9 +77,9 @@ def sub(a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha != 1:
         b = b * alpha if _is_scalar(b) else mul(b, alpha)
     if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(AddScalar, (a,), {"value": -b})
+        return apply(AddScalar, (_with_number(a, b),), {"value": -b})
     if _is_scalar(a) and isinstance(b, Tensor):
-        return apply(RSubScalar, (b,), {"value": a})
+        return apply(RSubScalar, (_with_number(b, a),), {"value": a})
     return binary(Sub, a, b)
 
 
@@ -92,12 +100,13 @@ class Mul(BroadcastBinary):
 def mul(a: Any, b: Any) -> Any:
     """a * b with broadcasting."""
     if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(MulScalar, (a,), {"value": b})
+        return apply(MulScalar, (_with_number(a, b),), {"value": b})
     return binary(Mul, a, b)
 
 
 class Div(BroadcastBinary):
     name = "div"
+    floating = True  # int64 / int64 is float32, as torch's true division
     rule = "dA = dC / B, dB = -dC · A / B²"
     save_inputs = True
     compute = staticmethod(operator.truediv)
@@ -112,10 +121,32 @@ class Div(BroadcastBinary):
 
 @tensor_method("div", "divide")
 @implements(Div)
-def div(a: Any, b: Any) -> Any:
-    """a / b with broadcasting."""
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
+    """a / b with broadcasting; `rounding_mode` "trunc" or "floor" rounds the quotient (toward 0, toward -inf)
+    as torch.div's, with zero gradients.
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.from_slice([7.0, -7.0], [2])
+    >>> x.div(2).tolist(), x.div(2, rounding_mode="trunc").tolist(), x.div(2, rounding_mode="floor").tolist()
+    ([3.5, -3.5], [3.0, -3.0], [3.0, -4.0])
+    """
+    if rounding_mode is not None:
+        if rounding_mode == "floor":
+            return floor_divide(a, b)
+        if rounding_mode == "trunc":
+            return trunc_divide(a, b)
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(MulScalar, (a,), {"value": 1.0 / b})
+        return apply(MulScalar, (floating(a),), {"value": 1.0 / b})  # true division: an int64 tensor's is float
+    return binary(Div, a, b)
+
+
+@tensor_method("true_divide", "__truediv__")
+def true_divide(a: Any, b: Any) -> Any:
+    """a / b with broadcasting (Python's /, torch.true_divide): `div` without its rounding_mode, whose keyword the
+    in-place ``/=`` does not take (Python's operators need the two signatures to agree)."""
+    if _is_scalar(b) and isinstance(a, Tensor):
+        return apply(MulScalar, (floating(a),), {"value": 1.0 / b})
     return binary(Div, a, b)
 
 
@@ -147,9 +178,9 @@ class Pow(BroadcastBinary):
 def pow(a: Any, b: Any) -> Any:
     """a ** b: a scalar exponent records `pow_scalar`, a tensor exponent `pow`."""
     if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(PowScalar, (a,), {"exponent": b})
+        return apply(PowScalar, (_with_number(a, b),), {"exponent": b})
     if _is_scalar(a) and isinstance(b, Tensor):
-        return rpow_scalar(b, a)
+        return rpow_scalar(_with_number(b, a), a)
     return binary(Pow, a, b)
 
 
@@ -208,6 +239,7 @@ class Atan2(BroadcastBinary):
     """atan2(a, b): the angle of the point (b, a), in (-π, π]."""
 
     name = "atan2"
+    floating = True
     rule = "dA = dC · B / (A² + B²), dB = -dC · A / (A² + B²)"
     save_inputs = True
 
@@ -240,6 +272,7 @@ class Hypot(BroadcastBinary):
     """hypot(a, b) = √(a² + b²), computed without overflow in the squares."""
 
     name = "hypot"
+    floating = True
     rule = "dA = dC · A / C, dB = dC · B / C"
     save_inputs = True
     save_output = True
@@ -273,6 +306,7 @@ class Xlogy(BroadcastBinary):
     """xlogy(a, b) = a · log b, and 0 where a = 0 (unless b is nan), as torch.xlogy."""
 
     name = "xlogy"
+    floating = True
     rule = "dA = dC · log B (0 where A = 0 and B ≤ 0), dB = dC · A / B"
     save_inputs = True
 
@@ -307,6 +341,138 @@ def xlogy(a: Any, b: Any) -> Any:
     [0.0, 0.0]
     """
     return binary(Xlogy, a, b)
+
+
+# -- rounding division ------------------------------------------------------------------------------------------
+def _refuse_integer_zero(name: str, b: Any) -> None:
+    """Integer division by zero raises, as in PyTorch (numpy would give 0 with a warning): a float divisor gives
+    inf or nan instead, as both do."""
+    if b.dtype.kind != "f" and bool((b == 0).any()):
+        raise ZeroDivisionError(f"{name}: {b.dtype} division by zero (the divisor holds a 0)")
+
+
+def _zero_grad(ctx: Any, g: Any, i: int) -> Any:
+    """The gradient of a piecewise-constant result: zeros, as torch.div(..., rounding_mode=...) gives."""
+    return mul_scalar(g, 0.0) if ctx.next[i] is not None else None
+
+
+class FloorDivide(BroadcastBinary):
+    """floor(a / b): Python's // and torch.floor_divide; int64 for int64 inputs."""
+
+    name = "floor_divide"
+    rule = "dA = 0, dB = 0  (C = floor(A / B) is piecewise constant)"
+
+    @staticmethod
+    def compute(a: Any, b: Any) -> Any:
+        _refuse_integer_zero("floor_divide", b)
+        return xp_of(a).floor_divide(a, b)
+
+    @staticmethod
+    def grads(ctx: Any, g: Any) -> tuple:
+        # torch.floor_divide has no derivative (its backward raises); torch.div(a, b, rounding_mode="floor"), the
+        # same values, gives these zeros, the derivative wherever it exists
+        return _zero_grad(ctx, g, 0), _zero_grad(ctx, g, 1)
+
+
+@tensor_method("floor_divide")
+@implements(FloorDivide)
+def floor_divide(a: Any, b: Any) -> Any:
+    """a // b: the quotient rounded toward -inf, with broadcasting (torch.floor_divide); zero gradients.
+
+    >>> from rtxviz import Tensor
+    >>> floor_divide(Tensor.from_slice([7.0, -7.0], [2]), 2).tolist()
+    [3.0, -4.0]
+    """
+    return binary(FloorDivide, a, b)
+
+
+class TruncDivide(BroadcastBinary):
+    """trunc(a / b), the quotient rounded toward 0: torch.div(a, b, rounding_mode="trunc")."""
+
+    name = "trunc_divide"
+    rule = "dA = 0, dB = 0  (C = trunc(A / B) is piecewise constant)"
+    examples = (Example(lambda a, b: trunc_divide(a, b), ((2, 3), (3,)), low=0.5, high=3.0),
+                Example(lambda a, b: trunc_divide(a, b), ((4,), (4,)), low=-3.0, high=-0.5))
+
+    @staticmethod
+    def compute(a: Any, b: Any) -> Any:
+        xp = xp_of(a)
+        if a.dtype.kind != "f":
+            _refuse_integer_zero("div(rounding_mode='trunc')", b)
+            return (a - xp.fmod(a, b)) // b  # exact for integers, as C's integer division
+        return xp.trunc(a / b)
+
+    @staticmethod
+    def grads(ctx: Any, g: Any) -> tuple:
+        return _zero_grad(ctx, g, 0), _zero_grad(ctx, g, 1)
+
+
+@implements(TruncDivide, reference=None)
+def trunc_divide(a: Any, b: Any) -> Any:
+    """a / b rounded toward 0, with broadcasting (what ``div(a, b, rounding_mode="trunc")`` records)."""
+    return binary(TruncDivide, a, b)
+
+
+class Remainder(BroadcastBinary):
+    """a - b·floor(a / b), with the sign of b: Python's % and torch.remainder."""
+
+    name = "remainder"
+    rule = "dA = dC, dB = -dC · floor(A / B)"
+    save_inputs = True
+
+    @staticmethod
+    def compute(a: Any, b: Any) -> Any:
+        _refuse_integer_zero("remainder", b)
+        return xp_of(a).remainder(a, b)
+
+    @staticmethod
+    def grads(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        gb = neg(mul(g, floor_divide(a, b))) if ctx.next[1] is not None else None
+        return (g if ctx.next[0] is not None else None), gb
+
+
+@tensor_method("remainder")
+@implements(Remainder)
+def remainder(a: Any, b: Any) -> Any:
+    """a % b with the sign of b (Python's and torch.remainder's), with broadcasting.
+
+    >>> from rtxviz import Tensor
+    >>> remainder(Tensor.from_slice([7.0, -7.0], [2]), 3).tolist()
+    [1.0, 2.0]
+    """
+    return binary(Remainder, a, b)
+
+
+class Fmod(BroadcastBinary):
+    """a - b·trunc(a / b), with the sign of a: C's fmod and torch.fmod."""
+
+    name = "fmod"
+    rule = "dA = dC, dB = -dC · trunc(A / B)"
+    save_inputs = True
+
+    @staticmethod
+    def compute(a: Any, b: Any) -> Any:
+        _refuse_integer_zero("fmod", b)
+        return xp_of(a).fmod(a, b)
+
+    @staticmethod
+    def grads(ctx: Any, g: Any) -> tuple:
+        a, b = ctx.saved_inputs
+        gb = neg(mul(g, trunc_divide(a, b))) if ctx.next[1] is not None else None
+        return (g if ctx.next[0] is not None else None), gb
+
+
+@tensor_method("fmod")
+@implements(Fmod)
+def fmod(a: Any, b: Any) -> Any:
+    """The remainder of a / b with the sign of a (C's fmod, torch.fmod), with broadcasting.
+
+    >>> from rtxviz import Tensor
+    >>> fmod(Tensor.from_slice([7.0, -7.0], [2]), 3).tolist()
+    [1.0, -1.0]
+    """
+    return binary(Fmod, a, b)
 
 
 # -- masks ------------------------------------------------------------------------------------------------------

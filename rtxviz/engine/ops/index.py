@@ -19,7 +19,7 @@ from ..device import cupyx_module, to_device, xp_of
 from ..errors import DeviceError, DimError, DTypeError, ShapeError
 from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
-from ._base import Example, constant, implements, norm_dim, tensor_method
+from ._base import Example, constant, implements, norm_dim, promote, tensor_method
 from .arithmetic import mul_scalar
 from .broadcast import sum_to
 
@@ -613,6 +613,8 @@ def where(condition: Any, a: Any, b: Any) -> Any:
         a = Tensor(a)
         like = a
     a, b = as_tensor_like(a, like), as_tensor_like(b, like)
+    if a.data.dtype != b.data.dtype:  # torch's result type: where(c, ints, floats) is float
+        a, b = promote(Where, a, b)
     cond = _mask_array("where", condition, like)
     try:
         np.broadcast_shapes(cond.shape, a.shape, b.shape)

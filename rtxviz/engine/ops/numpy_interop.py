@@ -55,7 +55,8 @@ UFUNCS: dict[Any, Callable[..., Any]] = {
     np.not_equal: _swap(ne, ne),
 }
 UFUNCS.update({np.tan: _u.tan, np.arctan: _u.atan, np.sinh: _u.sinh, np.cosh: _u.cosh, np.log1p: _u.log1p,
-               np.expm1: _u.expm1, np.arctan2: _a.atan2, np.hypot: _a.hypot})
+               np.expm1: _u.expm1, np.arctan2: _a.atan2, np.hypot: _a.hypot,
+               np.floor_divide: _a.floor_divide, np.remainder: _a.remainder, np.fmod: _a.fmod})
 
 
 def _reduction(op: Callable[..., Any], fn: str) -> Callable[..., Any]:

@@ -1,5 +1,5 @@
-"""Python operators on Tensor and Variable: + - * / ** @, unary - and +, abs(), and comparisons and & | ^ ~
-(no gradient).
+"""Python operators on Tensor and Variable: + - * / // % ** @, unary - and +, abs(), //= and %=, and comparisons and
+& | ^ ~ (no gradient).
 
 Each reflected form (``2.0 - x`` calls ``x.__rsub__(2.0)``) is a named function here, so that the Tensor class can
 declare it for type checkers (`Tensor`'s ``TYPE_CHECKING`` block).
@@ -11,8 +11,9 @@ from typing import Any
 
 from ..tensor import Tensor
 from ._base import tensor_method
-from .arithmetic import add, div, mul, neg, pow, sub
+from .arithmetic import add, div, floor_divide, mul, neg, pow, remainder, sub
 from .index import logical
+from .inplace import _apply_inplace
 from .linalg import matmul
 from .shape import compare
 from .unary import abs, reciprocal
@@ -20,7 +21,8 @@ from .unary import abs, reciprocal
 tensor_method("__add__")(add)
 tensor_method("__sub__")(sub)
 tensor_method("__mul__")(mul)
-tensor_method("__truediv__")(div)
+tensor_method("__floordiv__")(floor_divide)
+tensor_method("__mod__")(remainder)
 tensor_method("__pow__")(pow)
 tensor_method("__matmul__")(matmul)
 tensor_method("__neg__")(neg)
@@ -51,6 +53,30 @@ def rdiv(self: Tensor, other: Any) -> Any:
     if isinstance(other, int | float):
         return mul(reciprocal(self), float(other))
     return div(other, self)
+
+
+@tensor_method("__rfloordiv__")
+def rfloordiv(self: Tensor, other: Any) -> Any:
+    """other // self."""
+    return floor_divide(other, self)
+
+
+@tensor_method("__rmod__")
+def rmod(self: Tensor, other: Any) -> Any:
+    """other % self."""
+    return remainder(other, self)
+
+
+@tensor_method("floor_divide_", "__ifloordiv__")
+def floor_divide_(x: Tensor, other: Any) -> Tensor:
+    """x //= other, in place."""
+    return _apply_inplace(x, "floor_divide_", lambda s: floor_divide(s, other), other)
+
+
+@tensor_method("remainder_", "__imod__")
+def remainder_(x: Tensor, other: Any) -> Tensor:
+    """x %= other, in place."""
+    return _apply_inplace(x, "remainder_", lambda s: remainder(s, other), other)
 
 
 @tensor_method("__rpow__")

@@ -141,7 +141,12 @@ class Mean(Op):
 @tensor_method("mean")
 @implements(Mean, rename={"dims": "dim"})
 def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    """Mean over `dim` (an int, a list of ints, or None for all)."""
+    """Mean over `dim` (an int, a list of ints, or None for all). Of a float tensor only, as PyTorch's: the mean
+    of int64 or bool values has no dtype to infer (numpy would answer float64, unasked); `.float()` first."""
+    dtype = x.data.dtype if isinstance(x, Tensor) else None
+    if dtype is not None and dtype.kind not in "fc":
+        raise DTypeError(f"mean: the input must be a float tensor, got {dtype} (shape {x.shape}); convert it first, "
+                         "e.g. x.float().mean()")
     return apply(Mean, (x,), {"dims": _dims("mean", dim, x.ndim), "keepdim": bool(keepdim)})
 
 

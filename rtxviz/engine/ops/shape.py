@@ -19,7 +19,7 @@ from ..device import xp_of
 from ..errors import DimError, DTypeError, ShapeError
 from ..graph import Op, TapeNode, apply
 from ..tensor import Tensor, as_tensor_like
-from ._base import Example, implements, norm_dim, norm_dims, own_rule_batched, tensor_method
+from ._base import Example, implements, norm_dim, norm_dims, own_rule_batched, promote_all, tensor_method
 from .index import (  # noqa: F401 - re-exported: other modules import these names from here
     Compare,
     Gather,
@@ -475,7 +475,7 @@ def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
     >>> cat([Tensor.zeros([2, 3]), Tensor.ones([1, 3])], dim=0).shape
     (3, 3)
     """
-    ts = _tensor_list("cat", tensors)
+    ts = promote_all(_tensor_list("cat", tensors))  # torch's result type: cat([ints, floats]) is float
     first = ts[0].shape
     nd = len(first)
     if nd == 0:
@@ -515,7 +515,7 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Any:
     >>> stack([Tensor.zeros([2, 3]), Tensor.ones([2, 3])], dim=1).shape
     (2, 2, 3)
     """
-    ts = _tensor_list("stack", tensors)
+    ts = promote_all(_tensor_list("stack", tensors))
     first = ts[0].shape
     d = norm_dim("stack", dim, len(first), extra=1)
     for i, t in enumerate(ts[1:], 1):

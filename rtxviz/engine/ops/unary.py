@@ -15,7 +15,7 @@ from ..errors import GraphError
 from ..grad_mode import STATE
 from ..graph import Op, apply
 from ..tensor import Tensor
-from ._base import Elementwise, Example, implements, tensor_method, unary
+from ._base import Elementwise, Example, floating, implements, tensor_method, unary
 from .arithmetic import add, add_scalar, div, mask_mul, mul, mul_scalar, neg, rsub_scalar
 
 
@@ -26,6 +26,7 @@ def _const(array: Any) -> Tensor:
 
 class Exp(Elementwise):
     name = "exp"
+    floating = True
     rule = "dX = dY · exp(X)"
     save_output = True
     ufunc = "exp"
@@ -43,6 +44,7 @@ def exp(x: Any) -> Any:
 
 class Log(Elementwise):
     name = "log"
+    floating = True
     rule = "dX = dY / X"
     save_inputs = True
     ufunc = "log"
@@ -60,6 +62,7 @@ def log(x: Any) -> Any:
 
 class Sqrt(Elementwise):
     name = "sqrt"
+    floating = True
     rule = "dX = dY / (2·sqrt(X))"
     save_output = True
     ufunc = "sqrt"
@@ -95,6 +98,7 @@ def abs(x: Any) -> Any:
 
 class Tanh(Elementwise):
     name = "tanh"
+    floating = True
     rule = "dX = dY · (1 - tanh²(X))"
     save_output = True
     ufunc = "tanh"
@@ -172,6 +176,7 @@ def _sigmoid_array(x: Any) -> Any:
 
 class Sigmoid(Elementwise):
     name = "sigmoid"
+    floating = True
     rule = "dX = dY · σ(X) · (1 - σ(X))"
     save_output = True
 
@@ -216,6 +221,7 @@ def relu(x: Any) -> Any:
 
 class Silu(Elementwise):
     name = "silu"
+    floating = True
     rule = "dX = dY · σ(X) · (1 + X · (1 - σ(X)))"
     save_inputs = True
 
@@ -238,6 +244,7 @@ def silu(x: Any) -> Any:
 
 class Softplus(Elementwise):
     name = "softplus"
+    floating = True
     rule = "dX = dY · σ(X)"
     save_inputs = True
 
@@ -259,6 +266,7 @@ def softplus(x: Any) -> Any:
 
 class Sin(Elementwise):
     name = "sin"
+    floating = True
     rule = "dX = dY · cos(X)"
     save_inputs = True
     ufunc = "sin"
@@ -276,6 +284,7 @@ def sin(x: Any) -> Any:
 
 class Cos(Elementwise):
     name = "cos"
+    floating = True
     rule = "dX = -dY · sin(X)"
     save_inputs = True
     ufunc = "cos"
@@ -313,6 +322,7 @@ def square(x: Any) -> Any:
 
 class Reciprocal(Elementwise):
     name = "reciprocal"
+    floating = True
     rule = "dX = -dY / X²"
     save_output = True
 
@@ -402,6 +412,7 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 class Gelu(Elementwise):
     name = "gelu"
+    floating = True
     rule = "dX = dY · (Φ(X) + X · φ(X))"
     save_inputs = True
 
@@ -470,6 +481,7 @@ class GeluDerivative(Op):
 
 class Erf(Elementwise):
     name = "erf"
+    floating = True
     rule = "dX = dY · 2/√π · exp(-X²)"
     examples = (Example(lambda x: erf(x), ((3, 4),), low=-2.0, high=2.0),)
     save_inputs = True
@@ -498,6 +510,7 @@ def erf(x: Any) -> Any:
 
 class LeakyRelu(Elementwise):
     name = "leaky_relu"
+    floating = True
     rule = "dX = dY · (1 if X > 0 else slope)"
     save_inputs = True
 
@@ -519,6 +532,7 @@ def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
 
 class Elu(Elementwise):
     name = "elu"
+    floating = True
     rule = "dX = dY · (1 if X > 0 else α·exp(X))"
     save_inputs = True
 
@@ -581,6 +595,8 @@ def clamp(x: Any, min: Any = None, max: Any = None) -> Any:
         if max is not None:
             out = where(compare(out, max, "__gt__"), max, out)
         return out
+    if (min.__class__ is float or max.__class__ is float) and isinstance(x, Tensor):
+        x = floating(x)  # a float bound makes an int64 tensor's result float32, as torch.clamp(int_tensor, 0.5)
     return unary(Clamp, x, {"min": min, "max": max})
 
 
@@ -607,6 +623,7 @@ def minimum_scalar(x: Any, value: float) -> Any:
 # -- vocabulary v2: more math ---------------------------------------------------------------------------------
 class Log1p(Elementwise):
     name = "log1p"
+    floating = True
     rule = "dX = dY / (1 + X)"
     save_inputs = True
     ufunc = "log1p"
@@ -630,6 +647,7 @@ def log1p(x: Any) -> Any:
 
 class Expm1(Elementwise):
     name = "expm1"
+    floating = True
     rule = "dX = dY · (Y + 1)"
     save_output = True
     ufunc = "expm1"
@@ -653,6 +671,7 @@ def expm1(x: Any) -> Any:
 
 class Tan(Elementwise):
     name = "tan"
+    floating = True
     rule = "dX = dY · (1 + Y²)"
     save_output = True
     ufunc = "tan"
@@ -677,6 +696,7 @@ def tan(x: Any) -> Any:
 
 class Atan(Elementwise):
     name = "atan"
+    floating = True
     rule = "dX = dY / (1 + X²)"
     save_inputs = True
     ufunc = "arctan"
@@ -701,6 +721,7 @@ def atan(x: Any) -> Any:
 
 class Sinh(Elementwise):
     name = "sinh"
+    floating = True
     rule = "dX = dY · cosh(X)"
     save_inputs = True
     ufunc = "sinh"
@@ -724,6 +745,7 @@ def sinh(x: Any) -> Any:
 
 class Cosh(Elementwise):
     name = "cosh"
+    floating = True
     rule = "dX = dY · sinh(X)"
     save_inputs = True
     ufunc = "cosh"
@@ -748,6 +770,7 @@ def cosh(x: Any) -> Any:
 # -- vocabulary v2: more activations ----------------------------------------------------------------------------
 class LogSigmoid(Elementwise):
     name = "logsigmoid"
+    floating = True
     rule = "dX = dY · σ(-X)"
     save_inputs = True
 
@@ -775,6 +798,7 @@ def logsigmoid(x: Any) -> Any:
 
 class Mish(Elementwise):
     name = "mish"
+    floating = True
     rule = "dX = dY · (tanh(softplus(X)) + X · σ(X) · (1 - tanh²(softplus(X))))"
     save_inputs = True
 
@@ -803,6 +827,7 @@ def mish(x: Any) -> Any:
 
 class Hardswish(Elementwise):
     name = "hardswish"
+    floating = True
     rule = "dX = dY · (0 if X < -3, X/3 + 1/2 if -3 ≤ X ≤ 3, 1 if X > 3)"
     save_inputs = True
 
@@ -836,6 +861,7 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 class Selu(Elementwise):
     name = "selu"
+    floating = True
     rule = "dX = dY · scale · (1 if X > 0 else α·exp(X))"
     save_inputs = True
 
@@ -867,6 +893,7 @@ def selu(x: Any) -> Any:
 
 class Celu(Elementwise):
     name = "celu"
+    floating = True
     rule = "dX = dY · (1 if X > 0 else exp(X/α))"
     save_inputs = True
 
@@ -930,6 +957,7 @@ def hardtanh(x: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:
 
 class Softsign(Elementwise):
     name = "softsign"
+    floating = True
     rule = "dX = dY / (1 + |X|)²"
     save_inputs = True
 
