@@ -7,8 +7,8 @@ graph-cache replay through interpolate's constants; reprs and state-dict keys as
 from __future__ import annotations
 
 import copy
-import math
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,8 @@ import pytest
 
 import rtxviz
 from rtxviz import Tensor, Variable, grad, nn, no_grad
-from rtxviz.engine.errors import ShapeError
 from rtxviz.engine.cache import cache_graph, graph_cache_stats, init_graph_cache
+from rtxviz.engine.errors import ShapeError
 from rtxviz.nn import functional as F
 from tests.finite_differences import numeric_grad_of
 from tests.nn.make_module_reference import FUNCTIONAL_CASES, MODULE_CASES, resolve
