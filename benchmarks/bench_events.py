@@ -591,7 +591,7 @@ def server_round(root: Path, producers: int, consumers: int, batches: int, batch
         run_id = "bench-ingest"  # the producers share one run; every consumer watches it all
         urllib.request.urlopen(urllib.request.Request(
             f"{url}/api/runs/{run_id}/events", data=json.dumps({"v": 1, "kind": "run_start", "t": time.time(),
-                                                                "name": "ingest"}).encode(),
+                                                                "step": None, "name": "ingest"}).encode(),
             headers={"Content-Type": "application/x-ndjson"})).read()
         cons = [_Consumer(url, run_id, n_total + 1) for _ in range(consumers)]
         for c in cons:

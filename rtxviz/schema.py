@@ -8,7 +8,7 @@ JSON fields, so new engine happenings (checkpoint segments, graph-cache hits) fl
 
 >>> validate_event({"v": 1, "kind": "backward_end", "t": 0.0, "step": 3})
 {'v': 1, 'kind': 'backward_end', 't': 0.0, 'step': 3}
->>> validate_event({"v": 1, "kind": "my_tool.tick", "t": 0.0, "n": 4})["n"]
+>>> validate_event({"v": 1, "kind": "my_tool.tick", "t": 0.0, "step": None, "n": 4})["n"]
 4
 """
 
@@ -42,6 +42,8 @@ Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Shape = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_DIMS)]
 #: A step index: non-negative and within SQLite's 64-bit integers (the server stores it in a column).
 StepIndex = Annotated[int, Field(ge=0, le=2**63 - 1)]
+#: A number of things (events, bytes, NaN elements): never negative.
+Count = Annotated[int, Field(ge=0)]
 Number = float | int | None  # None stands for NaN/Inf in value lists (JSON has no NaN)
 Values = Annotated[list[Number], Field(max_length=MAX_VALUES)]
 RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -68,12 +70,14 @@ def _exact_version(v: Any) -> Any:
 # event it ingests.
 class _Event(TypedDict):
     """The envelope every event has. Each model narrows `kind` to its Literal (GenericEvent: any matching string);
-    Any here lets them (TypedDict fields are invariant)."""
+    Any here lets them (TypedDict fields are invariant). `step` is required (null outside a step), as
+    docs/events.md always said: every producer sends it, and `rtxviz import` fills it in (null) for files exported
+    from servers that did not yet require it."""
 
     v: Annotated[Literal[1], BeforeValidator(_exact_version)]
     kind: Any
     t: float
-    step: NotRequired[StepIndex | None]
+    step: StepIndex | None
 
 
 @_strict
@@ -96,8 +100,8 @@ class Stats(TypedDict):
     min: float | None
     max: float | None
     mean: NotRequired[float | None]
-    nan: NotRequired[int]
-    inf: NotRequired[int]
+    nan: NotRequired[Count]
+    inf: NotRequired[Count]
     values: NotRequired[Values | None]
 
 
@@ -107,7 +111,7 @@ class RunStartEvent(_Event):
     kind: Literal["run_start"]
     name: Name
     meta: NotRequired[dict[str, Any]]
-    sample_every: NotRequired[int]
+    sample_every: NotRequired[Annotated[int, Field(ge=1)]]  # record every k-th step: k >= 1, as watch() asks
     version: NotRequired[Annotated[str, Field(max_length=64)]]
 
 
@@ -116,8 +120,10 @@ class RunEndEvent(_Event):
     kind: Literal["run_end"]
     status: NotRequired[Literal["ok", "error"]]
     error: NotRequired[Text | None]
-    dropped: NotRequired[int]
-    sent: NotRequired[int]
+    #: the emitter's counters when it built this event: `dropped` events lost so far; `sent` the run's own events
+    #: (not its `dropped` notices) delivered or queued for the final flush, this one included (docs/events.md)
+    dropped: NotRequired[Count]
+    sent: NotRequired[Count]
 
 
 @_strict
@@ -136,8 +142,8 @@ class DroppedEvent(_Event):
     """The emitter's drop counter: `total` events lost so far in this run, `new` since the last report."""
 
     kind: Literal["dropped"]
-    total: int
-    new: int
+    total: Count
+    new: Count
     reason: NotRequired[Annotated[str, Field(max_length=64)]]
 
 
@@ -177,7 +183,7 @@ class SavedTensor(TypedDict):
 
     role: SavedRole
     index: NotRequired[int]
-    bytes: Annotated[int, Field(ge=0)]
+    bytes: Count
     shape: Shape
     dtype: Name
     alias: NotRequired[SavedSlot]
@@ -197,7 +203,7 @@ class NodeEvent(_Event):
     module: NotRequired[Name | None]
     rule: NotRequired[Text]
     attrs: NotRequired[dict[str, Any]]
-    saved_bytes: NotRequired[int]
+    saved_bytes: NotRequired[Count]
     values: NotRequired[Values | None]
     #: optional (added in version 1, backward compatible): the node ran again during backward to rebuild what a
     #: checkpoint dropped (rtxviz.torch marks PyTorch's recomputation this way); `segment` is that checkpoint's id
@@ -270,8 +276,8 @@ class AnomalyEvent(_Event):
     reason: NotRequired[Literal["nonfinite", "error"]]
     op: Name
     node: NotRequired[int | None]
-    nan: NotRequired[int]
-    inf: NotRequired[int]
+    nan: NotRequired[Count]
+    inf: NotRequired[Count]
     origin: NotRequired[bool]
     bad_inputs: NotRequired[Annotated[list[int], Field(max_length=MAX_INPUTS)]]
     message: NotRequired[Text]
@@ -524,8 +530,12 @@ class EventError(ValueError):
 def validate_event(obj: Any, index: int = 0) -> dict[str, Any]:
     """Check one decoded event against the schema; raise EventError naming what is wrong.
 
-    >>> validate_event({"v": 1, "kind": "step_end", "t": 1.0})["kind"]
+    >>> validate_event({"v": 1, "kind": "step_end", "t": 1.0, "step": 2})["kind"]
     'step_end'
+    >>> validate_event({"v": 1, "kind": "dropped", "t": 1.0, "step": None, "total": -1, "new": 0})
+    Traceback (most recent call last):
+    ...
+    rtxviz.schema.EventError: event 0 (kind 'dropped'): total: Input should be greater than or equal to 0, got -1
     >>> validate_event({"v": 1, "kind": "Bad Kind", "t": 1.0})
     Traceback (most recent call last):
     ...
@@ -559,10 +569,10 @@ def validate_batch(objs: list[Any]) -> None:
     The compiled check confirms the events it can (copy-free); pydantic checks the others, core kinds together
     `_CHUNK` at a time (the server's hot path when the C module is not built).
 
-    >>> validate_batch([{"v": 1, "kind": "step_end", "t": 1.0}, {"v": 1, "kind": "leaf", "t": 1.0}])
+    >>> validate_batch([{"v": 1, "kind": "step_end", "t": 1.0, "step": 0}, {"v": 1, "kind": "leaf", "t": 1.0}])
     Traceback (most recent call last):
     ...
-    rtxviz.schema.EventError: event 1 (kind 'leaf'): id: Field required; shape: Field required; ...
+    rtxviz.schema.EventError: event 1 (kind 'leaf'): step: Field required; id: Field required; ...
     """
     if _check is not None and type(objs) is list:
         unconfirmed = _check(objs, SPECS)
@@ -605,11 +615,16 @@ def _validate_with_pydantic(objs: Sequence[Any], index: Sequence[int]) -> None:
 
 
 def _describe(exc: ValidationError | list, skip: int = 0) -> str:
+    """pydantic's errors as one line: each field's path and message, and the value when it is a plain one (a
+    negative count says which number it was; a missing field or a wrong object says nothing more)."""
     errors = exc.errors() if isinstance(exc, ValidationError) else exc
     parts = []
     for err in errors[:5]:
         loc = ".".join(str(p) for p in err["loc"][skip:]) or "(event)"
-        parts.append(f"{loc}: {err['msg']}")
+        value = err.get("input")
+        plain = type(value) in (int, float, str, bool) and "got " not in err["msg"]  # _exact_version says it
+        got = f", got {value!r:.40}" if plain else ""
+        parts.append(f"{loc}: {err['msg']}{got}")
     more = len(errors) - 5
     if more > 0:
         parts.append(f"... and {more} more error(s)")

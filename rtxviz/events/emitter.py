@@ -86,6 +86,22 @@ def stored_before_failure(answer: bytes) -> int:
     return stored if type(stored) is int and stored > 0 else 0
 
 
+def answer_detail(answer: bytes) -> str:
+    """What a refusal says: the ``detail`` sentence every error answer of rtxviz serve has (a 422's structured
+    ``errors`` list beside it only repeats it), else the answer's first 300 characters.
+
+    >>> answer_detail(b'{"detail": "event 1 (kind node): step: Field required", "errors": []}')
+    'event 1 (kind node): step: Field required'
+    >>> answer_detail(b'<html>')
+    '<html>'
+    """
+    try:
+        detail = json.loads(answer).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return detail[:300] if isinstance(detail, str) else answer[:300].decode(errors="replace")
+
+
 def viewers_of(answer: bytes) -> int | None:
     """How many pages watch the run, from the server's answer to a post (None when it does not say: a server
     whose viewers may be in other processes, or an older one).
@@ -157,7 +173,7 @@ class HttpTransport:
             self.close()
             raise
         if resp.status != 200:
-            message = f"server answered {resp.status}: {detail[:300].decode(errors='replace')}"
+            message = f"server answered {resp.status}: {answer_detail(detail)}"
             stored = stored_before_failure(detail) if resp.status in (503, 507) else 0
             raise PartlyStored(message, stored) if stored else RuntimeError(message)
         return viewers_of(detail)
@@ -285,6 +301,10 @@ class Run:
         self._send_dropped = 0           # written by the sender thread only
         self._reported = 0
         self._sent = 0
+        #: events the sender has taken from the queue (to send, or sent, or lost), changed under `_taking` with the
+        #: queue's pops, so that close() counts every event of the run at one instant, without a counter in `_put`
+        self._taken = 0
+        self._taking = threading.Lock()
         self._failed_batches = 0
         self._last_error: str | None = None
         self._wake = threading.Event()
@@ -390,9 +410,10 @@ class Run:
         self._detach()
         if self in _CURRENT:
             _CURRENT.remove(self)
+        dropped, sent = self._end_counts()
         end = {"v": 1, "kind": "run_end", "t": time.time(), "step": None, "status": "error" if error else "ok",
                "error": None if error is None else f"{type(error).__name__}: {error}"[:1000],
-               "dropped": self.dropped, "sent": self._sent}
+               "dropped": dropped, "sent": sent}
         self._q.append(encode_event(end))  # past the bound on purpose: the end of a run is worth one slot
         self._closing = True
         self._wake.set()
@@ -401,6 +422,17 @@ class Run:
         if self.dropped:
             log.warning("rtxviz.watch: run %s dropped %d event(s) (%s)", self.id, self.dropped,
                         self._last_error or "queue full")
+
+    def _end_counts(self) -> tuple[int, int]:
+        """run_end's (dropped, sent): the events lost so far, and the run's own events delivered or still to be
+        delivered by the final flush (acknowledged, in flight, or queued), run_end included, so that sent + dropped
+        is every event the run made. The server then stores `sent` events besides the emitter's `dropped` notices,
+        unless the final flush fails (what it loses cannot be reported). Read before the flush, not after it:
+        acknowledged events alone (the old `sent`) left out everything the flush delivers."""
+        with self._taking:
+            made = self._taken + len(self._q)
+        lost = self._send_dropped  # the sender's; a batch that fails from here on is lost after run_end was built
+        return self._queue_dropped + lost, made - lost + 1
 
     def __enter__(self) -> Run:
         return self.start()
@@ -440,7 +472,9 @@ class Run:
             n = min(self.batch_size - len(ready), len(q))
             if n > 0:
                 pop = q.popleft
-                taken = [pop() for _ in range(n)]
+                with self._taking:  # close() counts the queue and what was taken from it at one instant
+                    taken = [pop() for _ in range(n)]
+                    self._taken += n
                 ready.extend(taken)
             if len(ready) < self.batch_size and not q and not self._closing \
                     and now - self._last_send < self._interval():

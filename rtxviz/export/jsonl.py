@@ -119,11 +119,43 @@ def new_run_id(prefix: str = "import") -> str:
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
+def dropped_count(events: Iterable[Any]) -> int:
+    """How many events the run lost, as its events say: the largest `total` of its ``dropped`` notices and `dropped`
+    of its ``run_end`` (the emitter's counters). The server keeps it as the run's ``dropped``, from the count each
+    batch was posted with, which a JSON-lines file does not hold: an import reads it back from the events.
+
+    >>> dropped_count([{"kind": "dropped", "total": 3}, {"kind": "node"}, {"kind": "run_end", "dropped": 5}])
+    5
+    >>> dropped_count([{"kind": "step_end"}])
+    0
+    """
+    most = 0
+    for ev in events:
+        kind = ev.get("kind") if isinstance(ev, dict) else None
+        count = ev.get("total") if kind == "dropped" else ev.get("dropped") if kind == "run_end" else None
+        if type(count) is int and count > most:
+            most = count
+    return most
+
+
+def with_step(ev: Any) -> Any:
+    """`ev` with ``"step": null`` when it has no `step`: servers before the user review stored events without one
+    (a tool's own posts), and the server now requires it; its absence meant null.
+
+    >>> with_step({"v": 1, "kind": "my_tool.note", "t": 0.0})
+    {'v': 1, 'kind': 'my_tool.note', 't': 0.0, 'step': None}
+    """
+    if isinstance(ev, dict) and "step" not in ev:
+        ev["step"] = None
+    return ev
+
+
 def _validated(path: str) -> list[dict]:
-    """The events of `path`, each checked against the schema before any is stored (an import stores all or none)."""
+    """The events of `path` (a missing `step` filled in: `with_step`), each checked against the schema before any is
+    stored (an import stores all or none)."""
     from ..schema import validate_batch
 
-    events = list(read_jsonl(path))
+    events = [with_step(ev) for ev in read_jsonl(path)]
     try:
         validate_batch(events)
     except ValueError as exc:
@@ -140,8 +172,22 @@ def _server_has_run(base: str, run_id: str, headers: dict[str, str], timeout: fl
         if exc.code == 404:
             return False
         raise RtxvizError(f"import: the server answered {exc.code} to GET /api/runs/{run_id}: "
-                          f"{exc.read()[:300].decode(errors='replace')}") from None
+                          f"{answer_detail(exc.read())}") from None
     return True
+
+
+def answer_detail(body: bytes) -> str:
+    """What a server's error answer says: its ``detail`` sentence (every 4xx/5xx of rtxviz serve has one), else the
+    body's first 300 characters.
+
+    >>> answer_detail(b'{"detail": "event 0: step: Field required", "errors": []}'), answer_detail(b"<html>")
+    ('event 0: step: Field required', '<html>')
+    """
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return detail[:2000] if isinstance(detail, str) else body[:300].decode(errors="replace")
 
 
 def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | None = None,
@@ -149,7 +195,8 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
     """POST a JSON-lines run to a server's ingest endpoint in batches; returns the new run's id.
 
     As `import_jsonl_to_db`: the whole file is checked against the schema first, and a run id the server already
-    has is refused (an import makes a new run; it never appends to one)."""
+    has is refused (an import makes a new run; it never appends to one). Each batch is posted with the drop count
+    its events have reported so far (`dropped_count`), as the emitter posts its own."""
     run_id = check_run_id(run_id) if run_id is not None else new_run_id()
     events = _validated(path)
     name = _run_name(events, run_id)
@@ -158,9 +205,12 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
     base = url.rstrip("/")
     if _server_has_run(base, run_id, auth, timeout):
         raise RtxvizError(f"import: {base} already has a run {run_id!r}; pick another --run-id")
+    dropped = 0
     for start in range(0, max(len(events), 1), batch):
-        body = "\n".join(encode_event(e) for e in events[start:start + batch]).encode()
-        q = urllib.parse.urlencode({"name": name})
+        part = events[start:start + batch]
+        body = "\n".join(encode_event(e) for e in part).encode()
+        dropped = max(dropped, dropped_count(part))
+        q = urllib.parse.urlencode({"name": name, "dropped": dropped})
         req = urllib.request.Request(f"{base}/api/runs/{run_id}/events?{q}", data=body, headers=headers,
                                      method="POST")
         try:
@@ -170,12 +220,13 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
             last = min(start + batch, len(events)) - 1
             kept = f"; run {run_id} keeps events 0..{start - 1}" if start else ""
             raise RtxvizError(f"import: the server refused events {start}..{last} of {path}: {exc.code} "
-                              f"{exc.read()[:300].decode(errors='replace')}{kept}") from None
+                              f"{answer_detail(exc.read())}{kept}") from None
     return run_id
 
 
 def import_jsonl_to_db(path: str, db: str, run_id: str | None = None) -> str:
-    """Validate a JSON-lines run against the schema and append it to a server's SQLite file; returns its id."""
+    """Validate a JSON-lines run against the schema and append it to a server's SQLite file, with the drop count its
+    events report (`dropped_count`); returns its id."""
     run_id = check_run_id(run_id) if run_id is not None else new_run_id()
     events = _validated(path)
     try:
@@ -186,7 +237,7 @@ def import_jsonl_to_db(path: str, db: str, run_id: str | None = None) -> str:
         if store.has_run(run_id):
             raise RtxvizError(f"import: {db} already has a run {run_id!r}; pick another --run-id")
         store.append(run_id, _run_name(events, run_id),
-                     [(e["kind"], e.get("step"), encode_event(e)) for e in events])
+                     [(e["kind"], e.get("step"), encode_event(e)) for e in events], dropped=dropped_count(events))
     except StoreError as exc:  # full, or unwritable: nothing of the run was stored
         raise RtxvizError(f"import: {exc}") from None
     finally:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..engine.errors import RtxvizError
 from ..store import RunStore, StoreError, is_postgres_url, open_store
+from .jsonl import answer_detail
 
 PAGE = 10_000
 
@@ -83,7 +84,7 @@ def _get_json(url: str, token: str | None, timeout: float) -> Any:
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # the user's own server
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        raise RtxvizError(f"GET {url}: the server answered {exc.code}: {exc.read()[:300]!r}") from None
+        raise RtxvizError(f"GET {url}: the server answered {exc.code}: {answer_detail(exc.read())}") from None
     except urllib.error.URLError as exc:
         raise RtxvizError(f"GET {url}: cannot reach the server ({exc.reason}); is `rtxviz serve` running?") from None
 

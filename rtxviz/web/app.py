@@ -20,9 +20,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from .._version import __version__
@@ -140,6 +144,45 @@ def _store_error(exc: StoreError) -> dict[str, Any]:
     return {"detail": str(exc), "stored": exc.stored, "first_seq": exc.first_seq}
 
 
+#: How `request_errors_text` names where a fault is, by the first item of pydantic's `loc`.
+_PLACES = {"query": "query parameter", "path": "path parameter", "header": "header", "cookie": "cookie",
+           "body": "body field"}
+
+
+def request_errors_text(errors: Sequence[Any]) -> str:
+    """FastAPI's validation errors (``RequestValidationError.errors()``) as one sentence: where (the parameter or
+    body field), what was expected, and the value when it is a plain one; at most five, then how many more.
+
+    >>> request_errors_text([{"loc": ("query", "dropped"), "msg": "Input should be greater than or equal to 0",
+    ...                       "input": "-1"}, {"loc": ("body",), "msg": "Field required", "input": None}])
+    "query parameter 'dropped': Input should be greater than or equal to 0, got '-1'; body: Field required"
+    >>> request_errors_text([{"type": "json_invalid", "loc": ("body", 1), "msg": "JSON decode error", "input": {},
+    ...                       "ctx": {"error": "Expecting property name enclosed in double quotes"}}])
+    'the body, at character 1: JSON decode error (Expecting property name enclosed in double quotes)'
+    """
+    parts = []
+    for err in errors[:5]:
+        loc = [str(p) for p in err.get("loc", ())]
+        if err.get("type") == "json_invalid":  # its loc is ("body", the character where decoding stopped)
+            why = (err.get("ctx") or {}).get("error")
+            parts.append(f"the body, at character {loc[-1]}: {err.get('msg')}" + (f" ({why})" if why else ""))
+            continue
+        where = f"{_PLACES.get(loc[0], loc[0])} {'.'.join(loc[1:])!r}" if len(loc) > 1 else (loc or ["request"])[0]
+        value = err.get("input")
+        got = f", got {value!r:.40}" if type(value) in (int, float, str, bool) else ""
+        parts.append(f"{where}: {err.get('msg', 'invalid')}{got}")
+    if len(errors) > 5:
+        parts.append(f"... and {len(errors) - 5} more error(s)")
+    return "; ".join(parts)
+
+
+def unprocessable(detail: str, errors: list[Any]) -> JSONResponse:
+    """A 422 in the one shape every 422 has (docs/server.md): ``detail``, a sentence naming the field and what was
+    expected; ``errors``, the structured list (pydantic's ``loc``/``msg``/``type``, or one entry for an event
+    batch the schema refuses)."""
+    return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+
+
 def create_app(db: str | None = None, settings: Settings | None = None, static_dir: str | Path | None = None,
                routers: Sequence[APIRouter] = (), **options: Any) -> FastAPI:
     """Build the server app. `db`: SQLite path (``":memory:"`` for a throwaway store) or a ``postgresql://``
@@ -198,6 +241,18 @@ def create_app(db: str | None = None, settings: Settings | None = None, static_d
         run_id = request.path_params.get("run_id", "?")
         return JSONResponse({"detail": f"run {run_id!r} belongs to another user: post to a run of your own (watch() "
                                        "picks a fresh run id unless run_id= is given)"}, status_code=403)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer has `detail` as a list of {loc, msg}; ours a sentence: one shape for every 422
+        errors = exc.errors()
+        return unprocessable(request_errors_text(errors), jsonable_encoder(errors))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Any:
+        if exc.status_code == 422 and isinstance(exc.detail, str):  # a batch the schema refuses (routers/ingest.py)
+            return unprocessable(exc.detail, [{"loc": ["body"], "msg": exc.detail, "type": "event_error"}])
+        return await http_exception_handler(request, exc)
 
     auth = [Depends(get_principal)]
     app.include_router(ingest.router, prefix="/api", dependencies=auth)

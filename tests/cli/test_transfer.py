@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,103 @@ def test_import_help_says_a_served_database_is_refused(capsys):
     with pytest.raises(SystemExit):
         cli.main(["export", "--help"])
     assert "safe while the server runs" in " ".join(capsys.readouterr().out.split())
+
+
+# -- user review: a run's `dropped` count through export and import; files without `step` ----------------------
+def _ev(kind: str, step: int | None = None, **fields: object) -> dict:
+    return {"v": 1, "kind": kind, "t": 1.0, "step": step, **fields}
+
+
+#: A run that lost 7 events: two `dropped` notices (3, then 7 in all) and run_end's count, as the emitter sends them
+DROPPING = [_ev("run_start", name="dropping"), _ev("step_begin", 0), _ev("dropped", total=3, new=3),
+            _ev("step_end", 0), _ev("dropped", total=7, new=4), _ev("run_end", status="ok", dropped=7, sent=5)]
+
+
+def _served_run_with_drops(tmp_path: Path) -> str:
+    """A database holding DROPPING as the server stores it: the run's `dropped` is 7 (the ingest's ?dropped=)."""
+    from rtxviz.export.jsonl import encode_event
+    from rtxviz.store import open_store
+
+    db = str(tmp_path / "src.db")
+    store = open_store(db)
+    store.append("dropping", "dropping", [(e["kind"], e["step"], encode_event(e)) for e in DROPPING], dropped=7)
+    assert store.get_run("dropping")["dropped"] == 7
+    store.close()
+    return db
+
+
+def _run_record(db: str, run_id: str) -> dict:
+    from rtxviz.store import open_store
+
+    store = open_store(db, read_only=True)
+    try:
+        return store.get_run(run_id)
+    finally:
+        store.close()
+
+
+def test_the_dropped_count_survives_export_and_import_into_a_database(tmp_path, capsys):
+    # user review: the imported run showed dropped 0
+    db = _served_run_with_drops(tmp_path)
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["export", "dropping", "--jsonl", str(out), "--db", db]) == 0
+    fresh = str(tmp_path / "fresh.db")
+    assert cli.main(["import", str(out), "--db", fresh, "--run-id", "copy"]) == 0, capsys.readouterr().err
+    record = _run_record(fresh, "copy")
+    assert record["dropped"] == 7 and record["n_events"] == len(DROPPING)  # and no event invented
+    assert _no_seq(events_from_db(fresh, "copy")[1]) == DROPPING
+
+
+@pytest.mark.parametrize("batch", [2, 5000])
+def test_the_dropped_count_survives_export_and_import_over_http(tmp_path, batch):
+    from rtxviz.export import import_jsonl
+
+    db = _served_run_with_drops(tmp_path)
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["export", "dropping", "--jsonl", str(out), "--db", db]) == 0
+    with ThreadServer(create_app(db=":memory:")) as url:
+        assert import_jsonl(str(out), url, run_id="copy", batch=batch) == "copy"
+        _, stored = events_from_server(url, "copy")
+        with urllib.request.urlopen(f"{url}/api/runs/copy") as resp:
+            record = json.loads(resp.read())
+    assert record["dropped"] == 7 and record["n_events"] == len(DROPPING)
+    assert _no_seq(stored) == DROPPING
+
+
+def test_a_run_that_never_ended_keeps_the_count_of_its_last_dropped_notice(tmp_path):
+    src = tmp_path / "cut.jsonl"
+    write_jsonl(DROPPING[:-1], str(src))
+    db = str(tmp_path / "cut.db")
+    import_jsonl_to_db(str(src), db, run_id="cut")
+    assert _run_record(db, "cut")["dropped"] == 7
+
+
+OLD = [{"v": 1, "kind": "run_start", "t": 1.0, "name": "old"}, {"v": 1, "kind": "my_tool.note", "t": 1.0, "n": 1},
+       _ev("step_begin", 0)]
+
+
+def test_an_export_without_step_from_an_earlier_version_imports_with_step_null(tmp_path):
+    # the server now refuses an event without `step`; files exported by earlier versions may lack it (a tool that
+    # posted without it): import fills in `step: null`, what its absence meant, and nothing else
+    src = tmp_path / "old.jsonl"
+    src.write_text("".join(json.dumps(e) + "\n" for e in OLD))
+    want = [{**e, "step": e.get("step")} for e in OLD]
+    db = str(tmp_path / "new.db")
+    assert cli.main(["import", str(src), "--db", db, "--run-id", "old"]) == 0
+    assert _no_seq(events_from_db(db, "old")[1]) == want
+    with ThreadServer(create_app(db=":memory:")) as url:
+        assert cli.main(["import", str(src), "--url", url, "--run-id", "old"]) == 0
+        assert _no_seq(events_from_server(url, "old")[1]) == want
+
+
+def test_a_server_refusal_of_an_import_names_its_reason(tmp_path, capsys):
+    # a 422 the file's own check cannot foresee (the server's nesting bound): the message is the server's sentence
+    deep: object = 1
+    for _ in range(70):
+        deep = [deep]
+    src = tmp_path / "deep.jsonl"
+    write_jsonl([_ev("my_tool.note", x=deep)], str(src))
+    with ThreadServer(create_app(db=":memory:")) as url:
+        assert cli.main(["import", str(src), "--url", url, "--run-id", "deep"]) == 1
+    err = capsys.readouterr().err
+    assert "422 event 0 (line 1) nests deeper than 64 levels" in err and '{"detail"' not in err

@@ -186,3 +186,27 @@ def test_optimizer_reporting_through_engine_hooks():
     # grad 2p = [6, 8]: norm 10; update 0.1 * grad: norm 1; p after [2.4, 3.2]: norm 4
     assert (row["grad_norm"], row["update_norm"], row["param_norm"]) == pytest.approx((10.0, 1.0, 4.0), rel=1e-6)
     assert row["update_ratio"] == pytest.approx(0.25, rel=1e-6)
+
+
+def test_run_end_counts_the_events_still_queued_for_the_final_flush():
+    # user review: run_end.sent was the count the server had acknowledged when run_end was built, before the final
+    # flush, so it left out what that flush delivered
+    rec = Recorder(delay=0.05)
+    with events.watch(transport=rec, batch_size=5, flush_interval=0.01, close_timeout=30) as run:
+        train_steps(run, 10)
+    evs = rec.events
+    end = evs[-1]
+    assert end["kind"] == "run_end" and end["dropped"] == run.dropped == 0
+    assert end["sent"] == len(evs) == run.stats()["sent"]  # every event of the run, run_end included
+
+
+def test_run_end_sent_and_dropped_account_for_every_event_of_the_run():
+    # with drops: `sent` counts the run's own events delivered (not the emitter's `dropped` notices), `dropped`
+    # those lost, as known when run_end was built (nothing is lost after it here: close_timeout is long)
+    rec = Recorder(delay=0.1)
+    with events.watch(transport=rec, max_queue=20, batch_size=10, flush_interval=0.01, close_timeout=30) as run:
+        train_steps(run, 30)
+    evs = rec.events
+    end = evs[-1]
+    assert end["kind"] == "run_end" and run.stats()["send_dropped"] == 0 and end["dropped"] == run.dropped > 0
+    assert end["sent"] == sum(e["kind"] != "dropped" for e in evs)

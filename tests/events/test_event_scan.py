@@ -25,7 +25,7 @@ from rtxviz.store.history import FIELDS, HistoryTracker
 from rtxviz.web.deps import Settings
 from rtxviz.web.routers import ingest
 
-from .test_schema import node
+from .test_schema import COUNTS, minimal_event, node, with_count
 from .test_schema_check import CORPUS, mutated
 
 pytestmark = pytest.mark.skipif(schema._scan is None, reason="rtxviz._eventcheck not built (no C compiler)")
@@ -151,7 +151,7 @@ def test_valid_lines_are_confirmed_and_agree(line: bytes) -> None:
 
 
 def test_what_it_leaves_to_the_decoding_path() -> None:
-    for line in (_with(id=2**63 + 5), b'{"v":1,"kind":"cache_hit","t":0.0,"n":3}',
+    for line in (_with(id=2**63 + 5), b'{"v":1,"kind":"cache_hit","t":0.0,"step":0,"n":3}',
                  GOOD.replace(b'"module"', b'"modul\\u0065"'),  # an escaped key
                  GOOD.replace(b'"v":1', b'"v":1,"v":1'),  # a duplicate key (orjson keeps the last)
                  GOOD.replace(b'"t":1.5', b'"t":1.7976931348623157e308'),  # from 1e308 on: rounding decides
@@ -271,3 +271,23 @@ def test_the_stored_texts_from_c_are_python_s() -> None:
                                                     for i, t in enumerate(texts[:-1])]  # "{}" is no event
     assert schema.seq_texts([("node", 1, ' {"a":1}')], 1) is None  # not from a "{": Python's path
     assert schema.seq_texts([("node", 1)], 1) is None
+
+
+# -- user review: a missing `step` and negative counters leave the scan's fast path --------------------------------
+@pytest.mark.parametrize("kind", sorted(CORE_KINDS))
+def test_a_line_without_step_is_never_confirmed(kind: str) -> None:
+    ev = minimal_event(kind)
+    assert assert_agrees(encode_event(ev))
+    del ev["step"]
+    line = encode_event(ev)
+    assert valid(line) is None
+    assert scan_lines([line], FIELDS, orjson.loads) is None
+
+
+@pytest.mark.parametrize("kind, where, field", COUNTS)
+def test_a_line_with_a_negative_count_is_never_confirmed(kind: str, where: tuple, field: str) -> None:
+    low = 1 if field == "sample_every" else 0
+    assert assert_agrees(encode_event(with_count(kind, where, low)))
+    line = encode_event(with_count(kind, where, low - 1))
+    assert valid(line) is None
+    assert scan_lines([line], FIELDS, orjson.loads) is None

@@ -70,7 +70,7 @@ def test_the_server_answers_how_many_pages_stream_the_run(tmp_path) -> None:
     with ThreadServer(app) as url:
         http = HttpTransport(url)
         run = events.Run(http, run_name="v", run_id="viewed")
-        line = b'{"v":1,"kind":"my.tick","t":1.0,"i":1}'
+        line = b'{"v":1,"kind":"my.tick","t":1.0,"step":null,"i":1}'
         assert http.send(run, [line], 0) == 0
         with connect(url.replace("http", "ws") + "/api/runs/viewed/ws?after=0") as ws:
             assert '"hello"' in ws.recv(timeout=10)

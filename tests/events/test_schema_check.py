@@ -21,7 +21,7 @@ from rtxviz.events import EventHook
 from rtxviz.schema import CORE_KINDS, SPECS, EventError, validate_batch, validate_event
 from tests.browser.graphs import gpt_graph
 
-from .test_schema import node
+from .test_schema import COUNTS, minimal_event, node, with_count
 
 pytestmark = pytest.mark.skipif(schema._check is None, reason="rtxviz._eventcheck not built (no C compiler)")
 
@@ -65,9 +65,9 @@ CORPUS = engine_events() + gpt_graph(n_blocks=1, ops_per_block=30) + [
                          "alias": {"node": 1, "role": "output"}}]),
     {"v": 1, "kind": "optimizer_step", "t": 1.0, "step": 2, "optimizer": "SGD",
      "params": [{"leaf": 1, "name": "w", "grad_norm": 0.5, "param_norm": 2, "update_norm": None, "update_ratio": 0.1}]},
-    {"v": 1, "kind": "run_end", "t": 1.0, "status": "error", "error": "boom", "dropped": 0, "sent": 4},
-    {"v": 1, "kind": "gradcheck", "t": 1.0, "name": "mul", "passed": True, "tolerance": 1e-6},
-    {"v": 1, "kind": "dropped", "t": 1.0, "total": 3, "new": 1, "reason": "queue full"},
+    {"v": 1, "kind": "run_end", "t": 1.0, "step": None, "status": "error", "error": "boom", "dropped": 0, "sent": 4},
+    {"v": 1, "kind": "gradcheck", "t": 1.0, "step": 3, "name": "mul", "passed": True, "tolerance": 1e-6},
+    {"v": 1, "kind": "dropped", "t": 1.0, "step": None, "total": 3, "new": 1, "reason": "queue full"},
 ]
 
 
@@ -90,8 +90,10 @@ def test_the_events_the_engine_sends_are_confirmed() -> None:
     node(inputs=[{"tensor": 1}]), node(inputs=[{"node": True}]), node(inputs=[[1]]), node(extra=1),
     node(attrs=[1]), node(values=[True]), node(values=["1"]), node(module=3), node(recomputed=1),
     {k: v for k, v in node().items() if k != "dtype"}, {**node(), "kind": "leaf"},
-    {"v": 1, "kind": "step_begin", "t": 0, "sampled": 1}, {"v": 1, "kind": "run_end", "t": 0, "status": "maybe"},
-    {"v": 1, "kind": "grad", "t": 0, "node": 1, "output": {"shape": [], "norm": 1, "min": None}, "inputs": []},
+    {"v": 1, "kind": "step_begin", "t": 0, "step": 0, "sampled": 1},
+    {"v": 1, "kind": "run_end", "t": 0, "step": None, "status": "maybe"},
+    {"v": 1, "kind": "grad", "t": 0, "step": 0, "node": 1, "output": {"shape": [], "norm": 1, "min": None},
+     "inputs": []},
 ])
 def test_invalid_events_are_never_confirmed(bad: dict) -> None:
     assert not pydantic_accepts(bad)
@@ -101,7 +103,7 @@ def test_invalid_events_are_never_confirmed(bad: dict) -> None:
 def test_what_it_does_not_model_is_left_to_pydantic() -> None:
     big = node(id=2**64)  # pydantic takes any int; the C check only 64-bit ones
     assert pydantic_accepts(big) and not confirmed(big)
-    generic = {"v": 1, "kind": "cache_hit", "t": 0.0, "n": 3}
+    generic = {"v": 1, "kind": "cache_hit", "t": 0.0, "step": 0, "n": 3}
     assert schema._check([node(), generic, node()], SPECS) == [1]
     validate_batch([node(), generic, node()])
 
@@ -171,3 +173,21 @@ def test_a_batch_fails_with_pydantic_s_message_for_its_first_bad_event(evs: list
     if with_c == "ok":
         for ev in evs:
             validate_event(ev)
+
+
+# -- user review: a missing `step` and negative counters, refused by the C check as by pydantic ------------------
+@pytest.mark.parametrize("kind", sorted(CORE_KINDS))
+def test_an_event_without_step_is_never_confirmed(kind: str) -> None:
+    ev = minimal_event(kind)
+    assert confirmed(ev) and pydantic_accepts(ev)
+    del ev["step"]
+    assert not confirmed(ev) and not pydantic_accepts(ev)
+
+
+@pytest.mark.parametrize("kind, where, field", COUNTS)
+def test_a_negative_count_is_never_confirmed(kind: str, where: tuple, field: str) -> None:
+    low = 1 if field == "sample_every" else 0
+    assert confirmed(with_count(kind, where, low)) and pydantic_accepts(with_count(kind, where, low))
+    for value in (low - 1, -1, -(2**63)):
+        bad = with_count(kind, where, value)
+        assert not confirmed(bad) and not pydantic_accepts(bad), bad

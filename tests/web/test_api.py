@@ -63,12 +63,12 @@ def test_json_body_format_and_drop_count(client):
 
 
 @pytest.mark.parametrize("body, words", [
-    ('{"v": 1, "kind": "node", "t": 1}', ["event 0", "id"]),
+    ('{"v": 1, "kind": "node", "t": 1, "step": 0}', ["event 0", "id"]),
     (ndjson([ev(), node(1), {**node(2), "shape": "big"}]), ["event 2", "shape"]),
-    ('{"v": 1, "kind": "step_end", "t": 1}\n{not json', ["event 1", "not valid JSON"]),
+    ('{"v": 1, "kind": "step_end", "t": 1, "step": 0}\n{not json', ["event 1", "not valid JSON"]),
     ('{"v": 1, "kind": "step_end", "t": NaN}', ["NaN"]),
-    ('{"v": 1, "kind": "step_end", "t": 1, "seq": 3}', ["seq"]),
-    ('{"v": 1, "kind": "step_end", "t": 1}{"v": 1}', ["event 0"]),
+    ('{"v": 1, "kind": "step_end", "t": 1, "step": 0, "seq": 3}', ["seq"]),
+    ('{"v": 1, "kind": "step_end", "t": 1, "step": 0}{"v": 1}', ["event 0"]),
 ])
 def test_malformed_events_get_422_with_a_message(client, body, words):
     r = client.post("/api/runs/bad/events", content=body, headers=NDJSON)

@@ -20,7 +20,7 @@ def test_the_app_holds_the_store_of_the_run_and_db_url_reaches_its_runs(
         kind = type(store).__name__
         assert kind == {"sqlite": "SQLiteStore", "postgres": "PostgresStore"}[store_backend]
         assert store.path == db_url(path) and (store_backend == "sqlite") == (db_url(path) == path)
-        r = client.post("/api/runs/r/events", content='{"v":1,"kind":"log","t":0}',
+        r = client.post("/api/runs/r/events", content='{"v":1,"kind":"log","t":0,"step":null}',
                         headers={"Content-Type": "application/x-ndjson"})
         assert r.status_code == 200
     with TestClient(create_app(db=path)) as client:  # the same path again: the same database (a restart)

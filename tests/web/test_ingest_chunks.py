@@ -28,7 +28,7 @@ CHUNK = 100
 
 def tool_events(n: int, pad: int = 0, start: int = 0) -> list[dict[str, Any]]:
     """`n` events, each telling itself apart by `i` (so that a duplicate or a gap shows)."""
-    return [{"v": 1, "kind": "my.tool", "t": 1.0, "i": start + k, **({"pad": "x" * pad} if pad else {})}
+    return [{"v": 1, "kind": "my.tool", "t": 1.0, "step": None, "i": start + k, **({"pad": "x" * pad} if pad else {})}
             for k in range(n)]
 
 

@@ -45,7 +45,7 @@ def test_the_fast_path_stores_what_the_careful_path_stores(body):
 
 
 def deep(levels: int) -> str:
-    return '{"v": 1, "kind": "my.deep", "t": 1.0, "x": ' + "[" * levels + "]" * levels + "}"
+    return '{"v": 1, "kind": "my.deep", "t": 1.0, "step": null, "x": ' + "[" * levels + "]" * levels + "}"
 
 
 BAD = [

@@ -48,7 +48,8 @@ def _most_at_once(tmp_path, monkeypatch, concurrency: int, posts: int = 4) -> tu
     statuses: list[int] = []
     with ThreadServer(app) as url:
         threads = [threading.Thread(target=lambda i=i: statuses.append(_post(
-            url, f"r{i}", [{"v": 1, "kind": "run_start", "t": 1.0, "name": f"r{i}"}]))) for i in range(posts)]
+            url, f"r{i}", [{"v": 1, "kind": "run_start", "t": 1.0, "step": None, "name": f"r{i}"}])))
+            for i in range(posts)]
         for t in threads:
             t.start()
         for t in threads:

@@ -109,7 +109,8 @@ def test_a_stalled_viewer_stalls_neither_ingest_nor_other_viewers(tmp_path):
     app = create_app(db=str(tmp_path / "stall.db"))
     app.state.hub.queue_batches = 4
     pad = "x" * 1000
-    batch = "\n".join(json.dumps({"v": 1, "kind": "note", "t": 0.0, "i": i, "pad": pad}) for i in range(500))
+    batch = "\n".join(json.dumps({"v": 1, "kind": "note", "t": 0.0, "step": None, "i": i, "pad": pad})
+                      for i in range(500))
     with ThreadServer(app) as url:
         req = urllib.request.Request(url + "/api/runs/stall/events", data=batch.encode(),
                                      headers={"Content-Type": "application/x-ndjson"})
@@ -123,7 +124,7 @@ def test_a_stalled_viewer_stalls_neither_ingest_nor_other_viewers(tmp_path):
             urllib.request.urlopen(urllib.request.Request(url + "/api/runs/stall/events", data=batch.encode(),
                                                           headers={"Content-Type": "application/x-ndjson"})).read()
         ingest_s = time.monotonic() - t0
-        end = json.dumps({"v": 1, "kind": "run_end", "t": 0.0})
+        end = json.dumps({"v": 1, "kind": "run_end", "t": 0.0, "step": None})
         urllib.request.urlopen(urllib.request.Request(url + "/api/runs/stall/events", data=end.encode(),
                                                       headers={"Content-Type": "application/x-ndjson"})).read()
         fast.join(60)

@@ -183,7 +183,7 @@ def test_pipelined_requests_are_all_answered_however_long_the_app_takes():
 def test_a_full_disk_is_507_with_the_reason_and_recovers(tmp_path):
     # issue 17.9: a full disk answered 500 with no reason (the log said "cannot rollback")
     with TestClient(create_app(db=str(tmp_path / "runs.db"))) as client:
-        line = json.dumps({"v": 1, "kind": "my.tool", "t": 1.0, "pad": "x" * 2000})
+        line = json.dumps({"v": 1, "kind": "my.tool", "t": 1.0, "step": None, "pad": "x" * 2000})
         assert client.post("/api/runs/r/events", content=line, headers=NDJSON).status_code == 200
         store = client.app.state.store
         pages = store._w.execute("PRAGMA page_count").fetchone()[0]
@@ -221,7 +221,8 @@ def test_a_damaged_database_is_503_with_the_reason(tmp_path):
             f.write(os.urandom(size // 2 - 8192))
         codes = {client.get(f"/api/runs/r{i}/events", params={"limit": 10_000}).status_code for i in range(4)}
         assert 503 in codes and 500 not in codes
-        r = client.post("/api/runs/r0/events", content='{"v": 1, "kind": "my.tool", "t": 1.0}', headers=NDJSON)
+        r = client.post("/api/runs/r0/events", content='{"v": 1, "kind": "my.tool", "t": 1.0, "step": null}',
+                        headers=NDJSON)
         assert r.status_code == 503 and "damaged" in r.json()["detail"] and str(path) in r.json()["detail"]
 
 
@@ -293,7 +294,7 @@ def test_a_websocket_outlives_the_request_bound():
         with connect(f"ws://127.0.0.1:{srv.port}/api/runs/r/ws", compression=None) as ws:
             assert json.loads(ws.recv(timeout=10))["type"] == "hello"
             time.sleep(1.0)  # past the bound
-            line = json.dumps({"v": 1, "kind": "my.tool", "t": 1.0})
+            line = json.dumps({"v": 1, "kind": "my.tool", "t": 1.0, "step": None})
             s, _ = request(srv.port)  # a keep-alive connection for the post
             s.sendall(f"POST /api/runs/r/events HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nContent-Type: "
                       f"application/x-ndjson\r\nContent-Length: {len(line)}\r\n\r\n{line}".encode())

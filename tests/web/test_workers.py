@@ -114,7 +114,7 @@ def post(base: str, run_id: str, events: list[dict], retries: int = 0) -> dict:
 
 
 def log(i: int) -> dict:
-    return {"v": 1, "kind": "log", "t": 0.0, "i": i}
+    return {"v": 1, "kind": "log", "t": 0.0, "step": None, "i": i}
 
 
 def stored(base: str, run_id: str) -> list[dict]:
