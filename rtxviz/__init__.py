@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from . import (  # the training kit, as torch.nn / torch.optim
@@ -24,7 +25,9 @@ from ._version import __version__ as __version__  # written once, in _version.py
 from .debug import AnomalyError, detect_anomaly, grad_report
 from .engine import *  # noqa: F403
 from .engine import __all__ as _engine_all
-from .engine.dtypes import float32, float64, int64
+from .engine.device import Device as device
+from .engine.device import cuda
+from .engine.dtypes import bool_, float32, float64, int64
 
 # PyTorch's top-level function forms (``rtxviz.exp(x)``, ``rtxviz.sum(x, dim=1)``): the op functions themselves, the
 # same objects the Tensor methods are (``x.exp()`` is ``rtxviz.exp(x)``)
@@ -56,6 +59,7 @@ from .engine.ops.linalg import bmm, matmul, outer, slogdet, trace
 from .engine.ops.linalg import linalg_det as det
 from .engine.ops.linalg import linalg_inv as inverse
 from .engine.ops.nn_norm import log_softmax, softmax
+from .engine.ops.operators import all, allclose, any, eq, equal, ge, gt, isclose, isfinite, isinf, isnan, le, lt, ne
 from .engine.ops.operators import and_ as bitwise_and
 from .engine.ops.operators import invert as bitwise_not
 from .engine.ops.operators import or_ as bitwise_or
@@ -91,6 +95,7 @@ from .engine.ops.shape import (
     transpose,
     tril,
     triu,
+    unbind,
     unsqueeze,
 )
 from .engine.ops.unary import (
@@ -116,12 +121,23 @@ from .engine.ops.unary import (
 )
 from .engine.ops.unary import atan as arctan
 from .engine.ops.unary import clamp as clip
+from .nn.serialization import load_object as load
+from .nn.serialization import save_object as save
+
+# torch.autograd's import spelling (``from rtxviz.autograd import Function``): the engine's module under this name too
+sys.modules[__name__ + ".autograd"] = autograd  # noqa: F405 - from the engine's star import
+
+# torch's dtype names (kept out of __all__: a star import must not shadow Python's float, int and bool)
+float = float32
+double = float64
+long = int64
+bool = bool_
 
 # `watch` and `events` are attributes too (see __getattr__), left out of __all__ so that a star import does not
 # load the event stream and pydantic.
 __all__ = [
     *_engine_all, "AnomalyError", "data", "detect_anomaly", "float32", "float64", "grad_report", "int64", "nn",
-    "optim", "render",
+    "optim", "render", "cuda", "device", "load", "save",
     # PyTorch's function forms (a star import shadows Python's abs, max, min, pow and sum, as torch's does)
     "abs", "add", "amax", "amin", "arctan", "arctan2", "argmax", "argmin", "atan", "atan2", "bitwise_and",
     "bitwise_not", "bitwise_or", "bitwise_xor", "bmm", "broadcast_to", "chunk", "clamp", "clip", "cos", "cosh",
@@ -132,6 +148,9 @@ __all__ = [
     "relu", "remainder", "reshape", "roll", "scatter_add", "sigmoid", "sin", "sinh", "slogdet", "softmax", "split",
     "sqrt", "square", "squeeze", "std", "sub", "subtract", "sum", "tan", "tanh", "trace", "transpose", "tril", "triu",
     "true_divide", "unsqueeze", "var", "xlogy",
+    # from ported PyTorch scripts
+    "all", "allclose", "any", "eq", "equal", "ge", "gt", "isclose", "isfinite", "isinf", "isnan", "le", "lt", "ne",
+    "unbind",
 ]
 
 

@@ -58,7 +58,7 @@ ENGINE_FLOORS: list[set[str]] = [
     {"variable"},
     {"graph", "creation"},
     {"ops"},
-    {"batched", "functional", "gradcheck"},
+    {"batched", "functional", "gradcheck", "autograd"},
     {"checkpoint", "cache"},
 ]
 

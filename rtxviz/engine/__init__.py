@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from . import ops  # noqa: F401 - attaches op methods to Tensor
+from . import (
+    autograd,  # torch.autograd's spellings (rtxviz.autograd)
+    ops,  # noqa: F401 - attaches op methods to Tensor
+)
 from .allocator import tune_malloc
 from .backward import grad, run_backward
 from .cache import (
@@ -17,14 +20,18 @@ from .cache import (
 from .checkpoint import CheckpointError, CheckpointManager, CheckpointStrategy, checkpoint, checkpoint_sequential
 from .creation import (
     arange,
+    as_tensor,
     empty,
     empty_like,
     eye,
     from_numpy,
     full,
     full_like,
+    is_tensor,
     linspace,
     logspace,
+    multinomial,
+    numel,
     ones,
     ones_like,
     rand,
@@ -42,9 +49,9 @@ from .device import Device, cuda_is_available
 from .dtypes import get_default_dtype, set_default_dtype
 from .errors import DeviceError, DimError, DTypeError, GraphError, RtxvizError, ShapeError
 from .functional import HessianComputer, JacobianComputer, hessian, hvp, jacobian, jvp, vjp
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import GradCheckResult, GradientChecker, gradcheck, gradgradcheck
-from .graph import AutogradTape, BackwardContext, BackwardFunction, Op, TapeNode, apply, record_operation
+from .graph import AutogradTape, BackwardContext, BackwardFunction, Function, Op, TapeNode, apply, record_operation
 from .hooks import EngineHook, add_hook, remove_hook
 from .memory import memory_stats, reset_peak_memory_stats
 from .ops.einsum import einsum
@@ -74,4 +81,6 @@ __all__ = [
     "full_like", "get_default_dtype", "linspace", "logspace", "ones", "ones_like", "rand", "rand_like", "randint",
     "randint_like", "randn", "randn_like", "randperm", "set_default_dtype", "sort", "tensor", "topk", "zeros",
     "zeros_like",
+    # PyTorch's names from ported training scripts (torch.autograd, as_tensor, multinomial...)
+    "Function", "as_tensor", "autograd", "inference_mode", "is_tensor", "multinomial", "numel",
 ]

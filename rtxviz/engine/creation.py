@@ -238,3 +238,65 @@ def randint_like(x: Tensor, *args: Any, low: int | None = None, high: int | None
     return _draw_ints("randint_like", 0 if low is None else low, high, x.shape,
                       dtype if dtype is not None else x.dtype, device if device is not None else x.device,
                       requires_grad)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: DeviceLike = None) -> Tensor:
+    """`data` as a Tensor without a copy where one is not needed (torch.as_tensor): a Tensor of that dtype and
+    device is returned as is, a CPU numpy array of a supported dtype shares its memory; anything else is copied.
+
+    >>> a = np.zeros(2, dtype=np.float32)
+    >>> as_tensor(a).numpy() is a or np.shares_memory(as_tensor(a).numpy(), a)
+    True
+    """
+    if isinstance(data, Tensor):
+        return data.to(device, dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or as_dtype(dtype, "as_tensor") == data.dtype) \
+            and (device is None or as_device(device) == Device.cpu()) and data.dtype in _SHAREABLE:
+        return Tensor.from_numpy(data, device="cpu")
+    if dtype is not None:
+        as_dtype(dtype, "as_tensor")  # an unsupported dtype is refused naming this function
+    return Tensor(data, dtype=dtype, device=device)
+
+
+_SHAREABLE = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.bool_))
+
+
+def is_tensor(obj: Any) -> bool:
+    """Whether `obj` is a Tensor (a Variable or a Parameter counts), as torch.is_tensor."""
+    return isinstance(obj, Tensor)
+
+
+def numel(x: Tensor) -> int:
+    """The number of elements of `x` (torch.numel)."""
+    return x.numel()
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None) -> Tensor:
+    """Category indices drawn with probabilities proportional to the rows of `input` ([K] or [N, K] non-negative
+    weights, not necessarily normalised), as torch.multinomial: int64, [num_samples] or [N, num_samples].
+    Without `replacement` each index appears at most once per row. Drawn on the CPU by the seeded generator
+    (`manual_seed`, or the numpy Generator passed as `generator`) and moved to the input's device.
+
+    >>> multinomial(tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
+    [1, 1]
+    """
+    if input.ndim not in (1, 2):
+        raise ValueError(f"multinomial: input must be 1D or 2D (weights [K] or [N, K]), got shape {input.shape}")
+    n = int(num_samples)
+    if n <= 0:
+        raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+    weights = np.atleast_2d(input.numpy()).astype(np.float64)
+    k = weights.shape[1]
+    if not np.isfinite(weights).all() or (weights < 0).any():
+        raise ValueError("multinomial: weights must be finite and non-negative (got inf, nan or a negative value)")
+    totals = weights.sum(axis=1)
+    if (totals <= 0).any():
+        raise ValueError(f"multinomial: every row needs a positive weight, got all zeros in row "
+                         f"{int(np.flatnonzero(totals <= 0)[0])}")
+    if not replacement and n > int((weights > 0).sum(axis=1).min()):
+        raise ValueError(f"multinomial: cannot draw {n} samples without replacement from a row with only "
+                         f"{int((weights > 0).sum(axis=1).min())} positive weight(s) of {k}")
+    rng = _random.generator() if generator is None else generator
+    rows = [rng.choice(k, size=n, replace=replacement, p=w / w.sum()) for w in weights]
+    out = np.stack(rows).astype(np.int64)
+    return Tensor._wrap(to_device(out if input.ndim == 2 else out[0], input.device))

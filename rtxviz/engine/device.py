@@ -82,6 +82,46 @@ def cuda_is_available() -> bool:
     return True
 
 
+class CudaNamespace:
+    """`torch.cuda`'s few functions a training script calls, as `rtxviz.cuda`: ``device = rtxviz.device("cuda" if
+    rtxviz.cuda.is_available() else "cpu")``.
+
+    >>> cuda = CudaNamespace()
+    >>> cuda.device_count() == (1 if cuda.is_available() else 0) or cuda.device_count() > 1
+    True
+    """
+
+    @staticmethod
+    def is_available() -> bool:
+        """True when cupy imports and a GPU answers (`cuda_is_available`)."""
+        return cuda_is_available()
+
+    @staticmethod
+    def device_count() -> int:
+        """The number of GPUs cupy sees (0 without cupy or a GPU)."""
+        if not cuda_is_available():
+            return 0
+        return int(_import_cupy().cuda.runtime.getDeviceCount())
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        """Nothing to do: rtxviz draws every random number from the one generator `rtxviz.manual_seed` seeds, on
+        the CPU, then moves it to the device, so there is no CUDA generator (and the same seed gives the same
+        numbers on either device)."""
+
+    manual_seed_all = manual_seed
+
+    @staticmethod
+    def synchronize(device: Any = None) -> None:
+        """Wait for the GPU's queued work (nothing to wait for without one)."""
+        if cuda_is_available():
+            _import_cupy().cuda.get_current_stream().synchronize()
+
+
+#: `torch.cuda`'s spelling (rtxviz.cuda)
+cuda = CudaNamespace()
+
+
 class Device:
     """Where a tensor lives: `Device.cpu()` (numpy) or `Device.cuda(index)` (cupy).
 

@@ -96,3 +96,29 @@ class set_grad_enabled(_GradModeSwitch):
         obj = object.__new__(cls)
         obj.mode = bool(mode)
         return obj
+
+
+class inference_mode(_GradModeSwitch):
+    """`torch.inference_mode`: `with inference_mode():` or `@inference_mode()` (or without the parentheses) records
+    nothing, as no_grad (rtxviz has no separate inference tensors); `inference_mode(False)` changes nothing.
+
+    >>> from rtxviz import tensor
+    >>> w = tensor([1.0], requires_grad=True)
+    >>> with inference_mode():
+    ...     (w * 2).requires_grad
+    False
+    """
+
+    inference = True
+
+    def __new__(cls, mode: Any = True) -> Any:
+        if callable(mode) and not isinstance(mode, bool):  # @inference_mode above a def
+            return object.__new__(cls)(mode)
+        obj = object.__new__(cls)
+        obj.inference = bool(mode)
+        return obj
+
+    def __enter__(self) -> _GradModeSwitch:
+        # inference_mode(False) keeps the grad mode found on entry
+        self.mode = False if self.inference else STATE.enabled
+        return super().__enter__()

@@ -512,6 +512,94 @@ class BackwardFunction:
         return record_operation(ins, out, fn)
 
 
+class Function:
+    """`torch.autograd.Function`'s spelling of a user-defined op: static `forward(ctx, *args)` and
+    `backward(ctx, *grad_outputs)`, called as ``MyFn.apply(*args)``.
+
+    Arguments that are not Tensors (numbers, flags) are passed through to forward and get no gradient: backward
+    returns one value per forward argument, None at those positions. Forward runs under no_grad on the Tensors
+    themselves; backward is recorded when run under ``create_graph=True``, so a backward written in the engine's
+    ops has a second derivative, as in PyTorch. One output Tensor per call (every rtxviz op has one output).
+
+    >>> from rtxviz import tensor
+    >>> class Double(Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x, k):
+    ...         ctx.k = k
+    ...         return x * k
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         return g * ctx.k, None
+    >>> x = tensor([1.0, 2.0], requires_grad=True)
+    >>> Double.apply(x, 3.0).sum().backward(); x.grad.tolist()
+    [3.0, 3.0]
+    """
+
+    @staticmethod
+    def forward(ctx: BackwardContext, *args: Any) -> Tensor:
+        raise NotImplementedError("Function: implement forward(ctx, *args) as a @staticmethod")
+
+    @staticmethod
+    def backward(ctx: BackwardContext, *grad_outputs: Tensor) -> Any:
+        raise NotImplementedError("Function: implement backward(ctx, *grad_outputs) as a @staticmethod")
+
+    def __call__(self, *args: Any) -> Any:
+        raise TypeError(f"{type(self).__name__}: call a Function through its class, {type(self).__name__}.apply(...), "
+                        "not on an instance (as torch.autograd.Function)")
+
+    @classmethod
+    def apply(cls, *args: Any) -> Any:
+        """Run `forward` on `args` and record `backward` as the output's rule."""
+        positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+        if not positions:  # nothing to differentiate: forward alone, as torch runs it
+            with no_grad():
+                return cls.forward(BackwardContext(), *args)
+        return _AppliedFunction(cls, args, positions)(*(args[i] for i in positions))
+
+
+class _AppliedFunction(BackwardFunction):
+    """A Function class with one call's non-Tensor arguments, as the BackwardFunction that records it."""
+
+    # backward receives Variables and records its ops under create_graph, as PyTorch runs a Function's backward
+    differentiable = True
+
+    def __init__(self, cls: type[Function], args: tuple, positions: tuple[int, ...]) -> None:
+        super().__init__()
+        self.cls, self.args, self.positions = cls, args, positions
+        self.needs = tuple(isinstance(a, Tensor) and bool(a.requires_grad) for a in args)
+        self.rule = f"{cls.__name__}.backward (user-defined)"
+
+    @property
+    def name(self) -> str:
+        return self.cls.__name__
+
+    def _with_ctx_flags(self, ctx: BackwardContext) -> BackwardContext:
+        ctx.needs_input_grad = self.needs  # one flag per forward argument, as torch's
+        return ctx
+
+    def forward(self, ctx: BackwardContext, *tensors: Tensor) -> Tensor:
+        full = list(self.args)
+        for i, t in zip(self.positions, tensors, strict=True):
+            full[i] = t
+        out = self.cls.forward(self._with_ctx_flags(ctx), *full)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{self.name}.forward must return one Tensor, got {type(out).__name__} "
+                            "(rtxviz ops have one output)")
+        return out
+
+    def backward(self, grad_output: Tensor) -> Sequence[Tensor | None]:
+        result = self.cls.backward(self._with_ctx_flags(self.ctx), grad_output)
+        grads = list(result) if isinstance(result, tuple | list) else [result]
+        if len(grads) != len(self.args):
+            raise GraphError(f"{self.name}.backward returned {len(grads)} gradient(s), but forward took "
+                             f"{len(self.args)} argument(s): return one per argument (None for non-Tensors)")
+        for i, g in enumerate(grads):
+            if g is not None and i not in self.positions:
+                raise GraphError(f"{self.name}.backward returned a gradient for argument {i}, which is not a Tensor "
+                                 f"({type(self.args[i]).__name__}): return None there")
+        return [grads[i] for i in self.positions]
+
+
 def record_operation(inputs: Sequence[Any], output: Any, backward_fn: BackwardFunction) -> Any:
     """Record that `output` was computed from `inputs`, with `backward_fn` as its backward rule.
 

@@ -263,6 +263,67 @@ class Tensor:
     def long(self) -> Tensor:
         return self.to(dtype=int64)
 
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor cast to `other`'s dtype (torch's ``x.type_as(y)``)."""
+        return self.to(dtype=other.dtype)
+
+    def contiguous(self) -> Tensor:
+        """The tensor itself: rtxviz keeps no strides for a user to mind (PyTorch's ``.contiguous()`` after a
+        transpose or permute needs nothing here; `view` accepts any layout)."""
+        return self
+
+    def is_contiguous(self) -> builtins.bool:
+        """True: see `contiguous`."""
+        return True
+
+    @property
+    def is_cuda(self) -> builtins.bool:
+        """Whether the tensor lives on a CUDA device (torch's ``x.is_cuda``)."""
+        return self.device.kind == "cuda"
+
+    def _new(self, where: str, size: tuple, dtype: Any, device: Any) -> tuple[tuple[int, ...], Any, Any]:
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple | list) else size
+        if not all(isinstance(s, int | np.integer) for s in shape):
+            raise TypeError(f"{where}: the size must be ints or one tuple of ints, got {size!r}")
+        return (tuple(int(s) for s in shape), self.dtype if dtype is None else dtype,
+                self.device if device is None else device)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """Zeros of `size` with this tensor's dtype and device unless given (torch's ``x.new_zeros``)."""
+        shape, dt, dev = self._new("new_zeros", size, dtype, device)
+        return Tensor.zeros(shape, dev, dt)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """Ones of `size` with this tensor's dtype and device unless given (torch's ``x.new_ones``)."""
+        shape, dt, dev = self._new("new_ones", size, dtype, device)
+        return Tensor.ones(shape, dev, dt)
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """Zeros, in fact, as `rtxviz.empty` (torch's ``x.new_empty``)."""
+        shape, dt, dev = self._new("new_empty", size, dtype, device)
+        return Tensor.zeros(shape, dev, dt)
+
+    def new_full(self, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+        """`fill_value` everywhere, with this tensor's dtype and device unless given (torch's ``x.new_full``)."""
+        shape, dt, dev = self._new("new_full", (size,), dtype, device)
+        return Tensor.full(shape, fill_value, dev, dt)
+
+    def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+        """A copy of `data` with this tensor's dtype and device unless given (torch's ``x.new_tensor``)."""
+        src = data.data if isinstance(data, Tensor) else data
+        return Tensor(src.copy() if hasattr(src, "copy") and not isinstance(src, list | tuple) else src,
+                      dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device)
+
+    def __index__(self) -> int:
+        """A one-element integer (or bool) tensor as a Python index (``data[i:i + 8]`` for an i drawn by
+        ``randint``, ``items[t.argmax()]``), as PyTorch's; any other tensor raises TypeError, as Python expects."""
+        if self.data.size != 1 or self.data.dtype.kind not in "iub":
+            raise TypeError(f"__index__: only integer tensors of a single element can be converted to an index, "
+                            f"got a {self.dtype} tensor of shape {self.shape}")
+        if _hooks.TRACING:
+            _hooks.trace("value_read", tensor=self, how="__index__")
+        return int(self.data.reshape(-1)[0])
+
     def __len__(self) -> int:
         if self.data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
@@ -464,11 +525,21 @@ class Tensor:
         def add_scalar(x: Tensor, value: builtins.float) -> Any:
             """x + value, for a Python number."""
 
+        def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+            """Whether every element (along `dim`) is nonzero: a bool Tensor, as torch.all."""
+
+        def allclose(a: Tensor, b: Any, rtol: builtins.float = 1e-05, atol: builtins.float = 1e-08,
+                     equal_nan: bool = False) -> builtins.bool:
+            """Whether every element of `a` is close to `b`'s (`isclose`), as torch.allclose: a Python bool."""
+
         def amax(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """The largest value over `dim` (an int, a list of ints; None or [] for all), as torch.amax: the gradien…"""
 
         def amin(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """The smallest value over `dim` (an int, a list of ints; None or [] for all), as torch.amin: the gradie…"""
+
+        def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+            """Whether some element (along `dim`) is nonzero: a bool Tensor, as torch.any."""
 
         def arctan(x: Any) -> Any:
             """The inverse tangent, elementwise, in (-π/2, π/2) (torch.atan)."""
@@ -590,6 +661,12 @@ class Tensor:
         def elu(x: Any, alpha: builtins.float = 1.0) -> Any:
             ...
 
+        def eq(self: Tensor, other: Any) -> Tensor:
+            """self == other, elementwise (bool, no gradient): tensors hash by identity, as PyTorch's."""
+
+        def equal(a: Tensor, b: Tensor) -> builtins.bool:
+            """Whether `a` and `b` have the same shape and the same values, as torch.equal: a Python bool."""
+
         def erf(x: Any) -> Any:
             """The error function 2/√π ∫₀ˣ exp(-t²) dt, elementwise (torch.erf)."""
 
@@ -598,6 +675,9 @@ class Tensor:
 
         def expand(x: Tensor, *shape: Any) -> Any:
             """Broadcast `x` to `shape` without copying (PyTorch's expand; -1 keeps a dim)."""
+
+        def expand_as(x: Tensor, other: Tensor) -> Any:
+            """`x` broadcast to `other`'s shape (torch's ``x.expand_as(y)``)."""
 
         def expm1(x: Any) -> Any:
             """exp(x) - 1, accurate for small x (torch.expm1)."""
@@ -623,12 +703,18 @@ class Tensor:
         def gather(x: Any, dim: int, index: Any) -> Any:
             """The values of `x` at `index` along `dim` (torch.gather): ``out[i][j] = x[i][index[i][j]]`` for dim 1."""
 
+        def ge(self: Tensor, other: Any) -> Tensor:
+            """self >= other, elementwise (bool, no gradient)."""
+
         def gelu(x: Any, approximate: str = 'none') -> Any:
             ...
 
         def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                        eps: builtins.float = 1e-05) -> Any:
             """Group normalisation of input [N, C, ...] (PyTorch's F.group_norm): the C channels split into num_grou…"""
+
+        def gt(self: Tensor, other: Any) -> Tensor:
+            """self > other, elementwise (bool, no gradient)."""
 
         def hypot(a: Any, b: Any) -> Any:
             """The elementwise length √(a² + b²) of the point (a, b), with broadcasting (torch.hypot)."""
@@ -647,9 +733,25 @@ class Tensor:
         def inverse(A: Tensor) -> Any:
             """The inverse of A [.., n, n] (torch.linalg.inv); a singular matrix raises ShapeError."""
 
+        def isclose(a: Tensor, b: Any, rtol: builtins.float = 1e-05, atol: builtins.float = 1e-08,
+                    equal_nan: bool = False) -> Tensor:
+            """Where |a - b| <= atol + rtol·|b|, elementwise (bool), as torch.isclose: equal values (infinities too)…"""
+
+        def isfinite(x: Tensor) -> Tensor:
+            """Where x is neither NaN nor infinite, elementwise (bool, no gradient), as torch.isfinite."""
+
+        def isinf(x: Tensor) -> Tensor:
+            """Where x is +inf or -inf, elementwise (bool, no gradient), as torch.isinf."""
+
+        def isnan(x: Tensor) -> Tensor:
+            """Where x is NaN, elementwise (bool, no gradient), as torch.isnan."""
+
         def layer_norm(x: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
                        bias: Tensor | None = None, eps: builtins.float = 1e-05) -> Any:
             """Normalise over the trailing `normalized_shape` dims, then scale by `weight` and shift by `bias`."""
+
+        def le(self: Tensor, other: Any) -> Tensor:
+            """self <= other, elementwise (bool, no gradient)."""
 
         def leaky_relu(x: Any, negative_slope: builtins.float = 0.01) -> Any:
             ...
@@ -680,6 +782,9 @@ class Tensor:
 
         def logsumexp(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """log(sum(exp(x))) over `dim`, computed without overflow."""
+
+        def lt(self: Tensor, other: Any) -> Tensor:
+            """self < other, elementwise: a bool Tensor that records no gradient."""
 
         @property
         def mT(x: Any) -> Any:
@@ -722,11 +827,17 @@ class Tensor:
         def mul_scalar(x: Tensor, value: builtins.float) -> Any:
             """x * value, for a Python number."""
 
+        def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None) -> Tensor:
+            """Category indices drawn with probabilities proportional to the rows of `input` ([K] or [N, K] non-nega…"""
+
         def multiply(a: Any, b: Any) -> Any:
             """a * b with broadcasting."""
 
         def narrow(x: Any, dim: int, start: int, length: int) -> Any:
             """Elements `start .. start+length-1` along `dim` (a view; negative start counts from the end)."""
+
+        def ne(self: Tensor, other: Any) -> Tensor:
+            """self != other, elementwise (bool, no gradient)."""
 
         def neg(x: Any) -> Any:
             """-x."""
@@ -769,6 +880,9 @@ class Tensor:
 
         def reshape(x: Any, *shape: Any) -> Any:
             """A new shape with the same number of elements (one -1 is inferred)."""
+
+        def reshape_as(x: Any, other: Any) -> Any:
+            """`x` reshaped to `other`'s shape (torch's ``x.reshape_as(y)``)."""
 
         def roll(x: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
             """`x` with its elements moved `shifts` places along `dims`, those that fall off one end coming back at…"""
@@ -836,6 +950,9 @@ class Tensor:
         def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
             """Sum over `dim` (an int, a list of ints, or None for all)."""
 
+        def t(x: Any) -> Any:
+            """The transpose of a matrix (a tensor of at most 2 dims is returned with its 2 dims swapped), as torch's"""
+
         def tan(x: Any) -> Any:
             """The tangent, elementwise (torch.tan)."""
 
@@ -860,6 +977,9 @@ class Tensor:
         def true_divide(a: Any, b: Any) -> Any:
             """a / b with broadcasting (Python's /, torch.true_divide): `div` without its rounding_mode, whose keywo…"""
 
+        def unbind(x: Any, dim: int = 0) -> tuple:
+            """The slices of `x` along `dim`, that dim removed, as a tuple (torch.unbind): one recorded `getitem` ea…"""
+
         def unsqueeze(x: Any, dim: int) -> Any:
             """Insert a dim of size 1 at `dim` (negative counts from the end of the result)."""
 
@@ -869,6 +989,9 @@ class Tensor:
 
         def view(x: Any, *shape: Any) -> Any:
             """A new shape with the same number of elements (one -1 is inferred)."""
+
+        def view_as(x: Any, other: Any) -> Any:
+            """`x` reshaped to `other`'s shape (torch's ``x.view_as(y)``)."""
 
         def where(x: Any, condition: Any, other: Any) -> Any:
             """x.where(condition, other): x where condition else other (PyTorch's Tensor.where)."""

@@ -192,3 +192,9 @@ def expand(x: Tensor, *shape: Any) -> Any:
     if resolved_t == x.shape:
         return x
     return apply(Expand, (x,), {"shape": resolved_t})
+
+
+@tensor_method("expand_as")
+def expand_as(x: Tensor, other: Tensor) -> Any:
+    """`x` broadcast to `other`'s shape (torch's ``x.expand_as(y)``)."""
+    return expand(x, *other.shape)

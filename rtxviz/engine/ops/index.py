@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..creation import multinomial
 from ..device import cupyx_module, to_device, xp_of
 from ..errors import DeviceError, DimError, DTypeError, ShapeError
 from ..graph import Op, TapeNode, apply
@@ -667,3 +668,7 @@ def masked_fill(x: Any, mask: Any, value: Any) -> Any:
             return where(Tensor._wrap(m), value, x)
         value = value.item()
     return apply(MaskedFill, (x,), {"mask": Tensor._wrap(m), "value": value})
+
+
+# torch's ``probs.multinomial(n)``: sampled indices, drawn by the seeded generator (no op: nothing to differentiate)
+tensor_method("multinomial")(multinomial)

@@ -7,14 +7,20 @@ declare it for type checkers (`Tensor`'s ``TYPE_CHECKING`` block).
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
-from ..tensor import Tensor
+import numpy as np
+
+from ..errors import ShapeError
+from ..grad_mode import no_grad
+from ..tensor import Tensor, as_tensor_like
 from ._base import tensor_method
 from .arithmetic import add, div, floor_divide, mul, neg, pow, remainder, sub
 from .index import logical
 from .inplace import _apply_inplace
 from .linalg import matmul
+from .reduction import sum as _sum
 from .shape import compare
 from .unary import abs, reciprocal
 
@@ -176,3 +182,90 @@ def invert(a: Tensor) -> Tensor:
 
 
 Tensor.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]  # defining __eq__ would unset it
+
+
+# -- PyTorch's method spellings of the comparisons, and the checks built from them ---------------------------------
+# (compositions of `compare` and the logical operators: no op of their own, no gradient, and a graph-cache replay
+# recomputes them from the new values)
+
+tensor_method("lt")(lt)
+tensor_method("le")(le)
+tensor_method("gt")(gt)
+tensor_method("ge")(ge)
+tensor_method("eq")(eq)
+tensor_method("ne")(ne)
+
+
+@tensor_method("isnan")
+def isnan(x: Tensor) -> Tensor:
+    """Where x is NaN, elementwise (bool, no gradient), as torch.isnan."""
+    return compare(x, x, "__ne__")
+
+
+@tensor_method("isinf")
+def isinf(x: Tensor) -> Tensor:
+    """Where x is +inf or -inf, elementwise (bool, no gradient), as torch.isinf."""
+    return or_(compare(x, float("inf"), "__eq__"), compare(x, float("-inf"), "__eq__"))
+
+
+@tensor_method("isfinite")
+def isfinite(x: Tensor) -> Tensor:
+    """Where x is neither NaN nor infinite, elementwise (bool, no gradient), as torch.isfinite."""
+    return invert(or_(isnan(x), isinf(x)))
+
+
+def _nonzero(x: Tensor) -> Tensor:
+    return x if x.dtype == np.bool_ else compare(x, 0, "__ne__")
+
+
+@tensor_method("all")
+def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Whether every element (along `dim`) is nonzero: a bool Tensor, as torch.all."""
+    return compare(_sum(invert(_nonzero(x)), dim=dim, keepdim=keepdim), 0, "__eq__")
+
+
+@tensor_method("any")
+def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Whether some element (along `dim`) is nonzero: a bool Tensor, as torch.any."""
+    return compare(_sum(_nonzero(x), dim=dim, keepdim=keepdim), 0, "__gt__")
+
+
+def _broadcastable(where: str, a: Tensor, b: Tensor) -> None:
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ShapeError(f"{where}: shapes {a.shape} and {b.shape} do not broadcast") from None
+
+
+@tensor_method("isclose")
+def isclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """Where |a - b| <= atol + rtol·|b|, elementwise (bool), as torch.isclose: equal values (infinities too) are
+    close, an infinity is close only to itself, NaN to nothing unless `equal_nan`.
+
+    >>> from rtxviz import tensor
+    >>> isclose(tensor([1.0, 2.0]), tensor([1.0 + 1e-6, 2.1])).tolist()
+    [True, False]
+    """
+    b = as_tensor_like(b, a)
+    _broadcastable("isclose", a, b)
+    with no_grad():
+        a0, b0 = a.detach(), b.detach()
+        near = compare(abs(sub(a0, b0)), add(mul(abs(b0), rtol), atol), "__le__")
+        out = or_(compare(a0, b0, "__eq__"), and_(near, and_(isfinite(a0), isfinite(b0))))
+        return or_(out, and_(isnan(a0), isnan(b0))) if equal_nan else out
+
+
+@tensor_method("allclose")
+def allclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> builtins.bool:
+    """Whether every element of `a` is close to `b`'s (`isclose`), as torch.allclose: a Python bool."""
+    b = as_tensor_like(b, a)
+    _broadcastable("allclose", a, b)
+    return builtins.bool(all(isclose(a, b, rtol, atol, equal_nan)).item())
+
+
+@tensor_method("equal")
+def equal(a: Tensor, b: Tensor) -> builtins.bool:
+    """Whether `a` and `b` have the same shape and the same values, as torch.equal: a Python bool."""
+    if a.shape != b.shape:
+        return False
+    return builtins.bool(all(compare(a, b, "__eq__")).item())

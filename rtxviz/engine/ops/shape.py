@@ -954,3 +954,36 @@ def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
     if d1 == d2:
         raise DimError(f"diagonal: dim1 and dim2 must differ, got {dim1} and {dim2} (both dim {d1})")
     return apply(Diagonal, (x,), {"offset": int(offset), "dim1": d1, "dim2": d2})
+
+
+# -- PyTorch's shape spellings, composed of the ops above (no op of their own) ---------------------------------------
+
+
+@tensor_method("t")
+def t(x: Any) -> Any:
+    """The transpose of a matrix (a tensor of at most 2 dims is returned with its 2 dims swapped), as torch's
+    ``x.t()``; more dims are refused, as PyTorch refuses them (use `transpose` or `.mT`)."""
+    if x.ndim > 2:
+        raise ShapeError(f"t(): expects a tensor of at most 2 dims, got {x.ndim}D of shape {x.shape}; "
+                         "use x.transpose(dim0, dim1)")
+    return transpose(x, 0, 1)
+
+
+@tensor_method("view_as")
+def view_as(x: Any, other: Any) -> Any:
+    """`x` reshaped to `other`'s shape (torch's ``x.view_as(y)``)."""
+    return reshape(x, other.shape)
+
+
+@tensor_method("reshape_as")
+def reshape_as(x: Any, other: Any) -> Any:
+    """`x` reshaped to `other`'s shape (torch's ``x.reshape_as(y)``)."""
+    return reshape(x, other.shape)
+
+
+@tensor_method("unbind")
+def unbind(x: Any, dim: int = 0) -> tuple:
+    """The slices of `x` along `dim`, that dim removed, as a tuple (torch.unbind): one recorded `getitem` each."""
+    d = norm_dim("unbind", dim, x.ndim)
+    lead = (slice(None),) * d
+    return tuple(x[lead + (i,)] for i in range(x.shape[d]))
