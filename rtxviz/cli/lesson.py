@@ -43,6 +43,9 @@ def _args(p: argparse.ArgumentParser) -> None:
                    help="the server to stream to (default $RTXVIZ_SERVER; none: start one)")
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
     p.add_argument("--port", type=int, default=0, help="port of the server it starts (default: a free one)")
+    p.add_argument("--db", default=None, help="where the server it starts keeps the lesson runs: a SQLite file "
+                                              "(default $RTXVIZ_DB or ~/.rtxviz/runs.db, the one every command "
+                                              "reads); not with --url")
     p.add_argument("--export", type=Path, metavar="DIR", help="write the lessons as offline HTML files into DIR")
     p.add_argument("--no-wait", action="store_true", help="do not keep the started server running afterwards")
 
@@ -61,9 +64,9 @@ def list_lines(lessons: list[Lesson]) -> list[str]:
     return [f"{x.number:>{num_w}}  {x.name:<{name_w}}  {x.title}".rstrip() for x in lessons]
 
 
-def _start_server(port: int, runner: LessonRunner) -> tuple[str, Any]:
-    """A viewer server on 127.0.0.1 in a thread (SQLite at $RTXVIZ_DB or under ~/.rtxviz), with the runner's route
-    for the page's "next" button, and its address."""
+def _start_server(port: int, runner: LessonRunner, db: str | None = None) -> tuple[str, Any]:
+    """A viewer server on 127.0.0.1 in a thread (its runs in `db`, default $RTXVIZ_DB or ~/.rtxviz/runs.db), with
+    the runner's route for the page's "next" button, and its address."""
     import socket
 
     import uvicorn
@@ -71,7 +74,7 @@ def _start_server(port: int, runner: LessonRunner) -> tuple[str, Any]:
     from ..store import default_db_path
     from ..web import Settings, create_app
 
-    app = create_app(db=default_db_path(), settings=Settings(allowed_hosts=["127.0.0.1", "localhost"]),
+    app = create_app(db=db or default_db_path(), settings=Settings(allowed_hosts=["127.0.0.1", "localhost"]),
                      routers=[runner.router()])
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -147,6 +150,10 @@ def lesson(args: argparse.Namespace) -> int:
         print("\nrun one: rtxviz lesson NAME [--url http://127.0.0.1:8000]", file=sys.stderr)
         return 0
     chosen = lessons[lessons.index(start):] if args.all else [start]
+    if args.url and args.db:
+        print(f"rtxviz lesson: --db is where the server this command starts keeps its runs; with --url "
+              f"{args.url} the lessons go to that server, which has its own (drop --db or --url)", file=sys.stderr)
+        return 2
     if args.url:  # another server: the lessons are streamed to it; its page's "next" shows the command
         for x in chosen:
             run_lesson(x, url=args.url, token=args.token)
@@ -160,22 +167,27 @@ def lesson(args: argparse.Namespace) -> int:
         if not stop.is_set():
             print("serving the lessons; the page's next button runs the next one; Ctrl-C stops", file=sys.stderr)
 
+    from ..store import StoreError
+
     try:
-        serve_lessons(chosen, args.port, stop, ready=ready)
+        serve_lessons(chosen, args.port, stop, ready=ready, db=args.db)
     except KeyboardInterrupt:
         pass
+    except StoreError as exc:  # a database that cannot be opened or written: its own message names it
+        print(f"rtxviz lesson: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
 def serve_lessons(chosen: list[Lesson], port: int, stop: threading.Event,
-                  ready: Callable[[str], None] = lambda url: None) -> None:
+                  ready: Callable[[str], None] = lambda url: None, db: str | None = None) -> None:
     """Start a server on `port` (0: a free one), run `chosen` into it, then call `ready(url)` and run the lessons
     the page asks for until `stop` is set; the server stops with it."""
     from ..lessons import run_lesson
     from .lesson_runner import LessonRunner
 
     runner = LessonRunner()
-    url, server = _start_server(port, runner)
+    url, server = _start_server(port, runner, db)
     try:
         for x in chosen:
             run_lesson(x, url=url)
