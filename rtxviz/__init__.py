@@ -54,8 +54,8 @@ from .engine.ops.arithmetic import mul as multiply
 from .engine.ops.arithmetic import neg as negative
 from .engine.ops.arithmetic import sub as subtract
 from .engine.ops.broadcast import expand as broadcast_to
-from .engine.ops.index import gather, index_add, logical_and, logical_not, logical_or, masked_fill, scatter_add
-from .engine.ops.linalg import bmm, matmul, outer, slogdet, trace
+from .engine.ops.index import gather, index_add, logical_and, logical_not, logical_or, masked_fill, nonzero, scatter_add
+from .engine.ops.linalg import addmm, baddbmm, bmm, dot, matmul, mm, mv, outer, slogdet, trace
 from .engine.ops.linalg import linalg_det as det
 from .engine.ops.linalg import linalg_inv as inverse
 from .engine.ops.nn_norm import log_softmax, softmax
@@ -69,6 +69,7 @@ from .engine.ops.reduction import (
     amin,
     argmax,
     argmin,
+    count_nonzero,
     logsumexp,
     max,
     mean,
@@ -82,45 +83,66 @@ from .engine.ops.reduction import (
 from .engine.ops.scan import cumprod, cumsum, logcumsumexp
 from .engine.ops.shape import (
     chunk,
+    concat,
+    concatenate,
+    diag,
     diagonal,
     flatten,
     flip,
+    hstack,
     index_select,
+    meshgrid,
     narrow,
     permute,
+    repeat_interleave,
     reshape,
     roll,
     split,
     squeeze,
+    tile,
     transpose,
     tril,
     triu,
     unbind,
     unsqueeze,
+    vstack,
 )
+from .engine.ops.sorting import unique
 from .engine.ops.unary import (
     abs,
     atan,
+    ceil,
     clamp,
+    clamp_max,
+    clamp_min,
     cos,
     cosh,
     erf,
     exp,
     expm1,
+    floor,
+    frac,
+    lerp,
     log,
     log1p,
+    nan_to_num,
     reciprocal,
     relu,
+    rsqrt,
     sigmoid,
+    sign,
     sin,
     sinh,
     sqrt,
     square,
     tan,
     tanh,
+    trunc,
 )
 from .engine.ops.unary import atan as arctan
 from .engine.ops.unary import clamp as clip
+from .engine.ops.unary import round_elementwise as round
+from .engine.ops.unary import trunc as fix
 from .nn.serialization import load_object as load
 from .nn.serialization import save_object as save
 
@@ -151,6 +173,9 @@ __all__ = [
     # from ported PyTorch scripts
     "all", "allclose", "any", "eq", "equal", "ge", "gt", "isclose", "isfinite", "isinf", "isnan", "le", "lt", "ne",
     "unbind",
+    "addmm", "baddbmm", "ceil", "clamp_max", "clamp_min", "concat", "concatenate", "count_nonzero", "diag", "dot",
+    "fix", "floor", "frac", "hstack", "lerp", "meshgrid", "mm", "mv", "nan_to_num", "nonzero", "repeat_interleave",
+    "round", "rsqrt", "sign", "tile", "trunc", "unique", "vstack",
 ]
 
 

@@ -525,6 +525,9 @@ class Tensor:
         def add_scalar(x: Tensor, value: builtins.float) -> Any:
             """x + value, for a Python number."""
 
+        def addmm(input: Any, mat1: Any, mat2: Any, *, beta: builtins.float = 1, alpha: builtins.float = 1) -> Any:
+            """beta · input + alpha · (mat1 @ mat2), input broadcast to [n, p] (torch.addmm)."""
+
         def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
             """Whether every element (along `dim`) is nonzero: a bool Tensor, as torch.all."""
 
@@ -567,6 +570,10 @@ class Tensor:
                        divisor_override: int | None = None) -> Any:
             """The mean of each kh×kw window of x [N, C, H, W], as PyTorch's F.avg_pool2d: zero padding counts unless"""
 
+        def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: builtins.float = 1,
+                    alpha: builtins.float = 1) -> Any:
+            """beta · input + alpha · bmm(batch1, batch2), input broadcast to [B, n, p] (torch.baddbmm)."""
+
         def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                        weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                        momentum: builtins.float | None = 0.1, eps: builtins.float = 1e-05, *,
@@ -591,6 +598,9 @@ class Tensor:
         def broadcast_to(x: Tensor, *shape: Any) -> Any:
             """Broadcast `x` to `shape` without copying (PyTorch's expand; -1 keeps a dim)."""
 
+        def ceil(x: Any) -> Any:
+            """Each element rounded toward +inf (torch.ceil); an integer tensor is returned as it is. Zero gradient."""
+
         def cholesky(A: Tensor, upper: bool = False) -> Any:
             """The Cholesky factor of a symmetric positive-definite A [.., n, n] (torch.linalg.cholesky): the lower…"""
 
@@ -602,6 +612,12 @@ class Tensor:
 
         def clamp_(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
             """x clamped into [min, max], in place."""
+
+        def clamp_max(x: Any, max: Any) -> Any:
+            """x limited from above by `max`, a number or a tensor (torch.clamp_max): ``clamp(x, max=max)``."""
+
+        def clamp_min(x: Any, min: Any) -> Any:
+            """x limited from below by `min`, a number or a tensor (torch.clamp_min): ``clamp(x, min=min)``."""
 
         def clip(x: Any, min: Any = None, max: Any = None) -> Any:
             """x limited to [min, max]; either bound may be a number or a tensor (broadcast against x)."""
@@ -634,6 +650,9 @@ class Tensor:
         def cosh(x: Any) -> Any:
             """The hyperbolic cosine, elementwise (torch.cosh)."""
 
+        def count_nonzero(x: Any, dim: Any = None) -> Tensor:
+            """How many elements of `x` (along `dim`: an int, a sequence of ints or None for all) are nonzero: int64…"""
+
         def cumprod(x: Any, dim: int, *, dtype: Any = None) -> Any:
             """The cumulative product along `dim`, as torch.cumprod (`dtype`: cast first)."""
 
@@ -642,6 +661,9 @@ class Tensor:
 
         def det(A: Tensor) -> Any:
             """The determinant of A [.., n, n] (torch.linalg.det): a tensor of A's batch shape."""
+
+        def diag(x: Any, diagonal: int = 0) -> Any:
+            """torch.diag: a 1-D `x` as the square matrix with x on its diagonal `diagonal` (offset > 0 above the ma…"""
 
         def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
             """The diagonal ``x[i, i + offset]`` of the matrices in dims (dim1, dim2), as a new last dim (torch.diag…"""
@@ -654,6 +676,9 @@ class Tensor:
 
         def divide(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
             """a / b with broadcasting; `rounding_mode` "trunc" or "floor" rounds the quotient (toward 0, toward -in…"""
+
+        def dot(input: Any, tensor: Any) -> Any:
+            """The inner product of two 1-D tensors of one length and dtype, a 0-d tensor (torch.dot)."""
 
         def dropout(x: Tensor, p: builtins.float = 0.5, training: bool = True) -> Any:
             """Zero each element with probability `p` and scale the rest by 1/(1-p); `x` itself when not training."""
@@ -685,11 +710,17 @@ class Tensor:
         def fill_(x: Tensor, value: builtins.float) -> Tensor:
             """Every element set to `value`, in place."""
 
+        def fix(x: Any) -> Any:
+            """Each element rounded toward 0 (torch.trunc, torch.fix); an integer tensor is returned as it is. Zero"""
+
         def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
             """Merge dims `start_dim..end_dim` into one (a `reshape`); a 0-d tensor becomes shape (1,)."""
 
         def flip(x: Any, *dims: Any) -> Any:
             """`x` with the order of its elements reversed along each of `dims` (torch.flip; ``x.flip(0, 1)`` and"""
+
+        def floor(x: Any) -> Any:
+            """Each element rounded toward -inf (torch.floor); an integer tensor is returned as it is. Zero gradient."""
 
         def floor_divide(a: Any, b: Any) -> Any:
             """a // b: the quotient rounded toward -inf, with broadcasting (torch.floor_divide); zero gradients."""
@@ -699,6 +730,9 @@ class Tensor:
 
         def fmod(a: Any, b: Any) -> Any:
             """The remainder of a / b with the sign of a (C's fmod, torch.fmod), with broadcasting."""
+
+        def frac(x: Any) -> Any:
+            """The fractional part x - trunc(x), with x's sign (torch.frac); gradient 1, as torch's."""
 
         def gather(x: Any, dim: int, index: Any) -> Any:
             """The values of `x` at `index` along `dim` (torch.gather): ``out[i][j] = x[i][index[i][j]]`` for dim 1."""
@@ -755,6 +789,9 @@ class Tensor:
 
         def leaky_relu(x: Any, negative_slope: builtins.float = 0.01) -> Any:
             ...
+
+        def lerp(input: Any, end: Any, weight: Any) -> Any:
+            """input + weight · (end - input), with broadcasting; `weight` a number or a tensor (torch.lerp)."""
 
         def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Any:
             """x @ weightᵀ + bias for x [..., in], weight [out, in], bias [out] (PyTorch's F.linear)."""
@@ -818,6 +855,9 @@ class Tensor:
         def minimum(a: Any, b: Any) -> Any:
             """The elementwise minimum, with broadcasting."""
 
+        def mm(input: Any, mat2: Any) -> Any:
+            """The product of two matrices [n, m] @ [m, p] (torch.mm; no broadcasting, no other ranks)."""
+
         def mul(a: Any, b: Any) -> Any:
             """a * b with broadcasting."""
 
@@ -833,6 +873,13 @@ class Tensor:
         def multiply(a: Any, b: Any) -> Any:
             """a * b with broadcasting."""
 
+        def mv(input: Any, vec: Any) -> Any:
+            """The product of a matrix [n, m] and a vector [m]: a vector [n] (torch.mv)."""
+
+        def nan_to_num(x: Any, nan: builtins.float = 0.0, posinf: builtins.float | None = None,
+                       neginf: builtins.float | None = None) -> Any:
+            """x with NaN replaced by `nan`, +inf by `posinf` and -inf by `neginf` (None: the dtype's largest and lo…"""
+
         def narrow(x: Any, dim: int, start: int, length: int) -> Any:
             """Elements `start .. start+length-1` along `dim` (a view; negative start counts from the end)."""
 
@@ -844,6 +891,9 @@ class Tensor:
 
         def negative(x: Any) -> Any:
             """-x."""
+
+        def nonzero(x: Any, *, as_tuple: bool = False) -> Any:
+            """Where `x` is nonzero (torch.nonzero): an int64 tensor [N, x.ndim] of the indices, one row per nonzero"""
 
         def norm(x: Any, p: Any = 'fro', dim: Any = None, keepdim: bool = False) -> Any:
             """The `p`-norm of `x` over `dim` (every element when None), as Tensor.norm: "fro" (the default) is the"""
@@ -878,6 +928,9 @@ class Tensor:
         def repeat(x: Any, *sizes: Any) -> Any:
             """`x` tiled `sizes[d]` times along each dim d (PyTorch's Tensor.repeat; extra leading sizes add dims)."""
 
+        def repeat_interleave(x: Any, repeats: int, dim: int | None = None, *, output_size: int | None = None) -> Any:
+            """Each element of `x` repeated `repeats` times in place along `dim` (torch.repeat_interleave with an int"""
+
         def reshape(x: Any, *shape: Any) -> Any:
             """A new shape with the same number of elements (one -1 is inferred)."""
 
@@ -886,6 +939,12 @@ class Tensor:
 
         def roll(x: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Any:
             """`x` with its elements moved `shifts` places along `dims`, those that fall off one end coming back at…"""
+
+        def round(x: Any, *, decimals: int = 0) -> Any:
+            """Each element rounded to `decimals` decimal places, halves to even (torch.round); an integer tensor is"""
+
+        def rsqrt(x: Any) -> Any:
+            """1 / sqrt(x), elementwise (torch.rsqrt): reciprocal(sqrt(x)), torch's values and its gradient"""
 
         def rsub_scalar(x: Tensor, value: builtins.float) -> Any:
             """value - x."""
@@ -900,6 +959,9 @@ class Tensor:
 
         def sigmoid(x: Any) -> Any:
             ...
+
+        def sign(x: Any) -> Any:
+            """-1, 0 or 1 by the sign of each element, in x's dtype (torch.sign); zero gradient."""
 
         def silu(x: Any) -> Any:
             ...
@@ -959,6 +1021,9 @@ class Tensor:
         def tanh(x: Any) -> Any:
             ...
 
+        def tile(x: Any, dims: Sequence[int]) -> Any:
+            """`x` repeated `dims[d]` times along each dim (torch.tile): Tensor.repeat, with ones put in front of `d…"""
+
         def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Sorted:
             """``(values, indices)`` of the `k` largest (or, `largest=False`, smallest) values along `dim` (torch.to…"""
 
@@ -977,8 +1042,15 @@ class Tensor:
         def true_divide(a: Any, b: Any) -> Any:
             """a / b with broadcasting (Python's /, torch.true_divide): `div` without its rounding_mode, whose keywo…"""
 
+        def trunc(x: Any) -> Any:
+            """Each element rounded toward 0 (torch.trunc, torch.fix); an integer tensor is returned as it is. Zero"""
+
         def unbind(x: Any, dim: int = 0) -> tuple:
             """The slices of `x` along `dim`, that dim removed, as a tuple (torch.unbind): one recorded `getitem` ea…"""
+
+        def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+                   dim: int | None = None) -> Any:
+            """The distinct values of `x`, sorted, as a 1-D tensor (torch.unique, no gradient); with `return_inverse`"""
 
         def unsqueeze(x: Any, dim: int) -> Any:
             """Insert a dim of size 1 at `dim` (negative counts from the end of the result)."""

@@ -492,6 +492,8 @@ def _mask(kind: str, attrs: dict, xs: tuple) -> Any:
         return xp_of(x).where(x > 0, one, x.dtype.type(attrs["slope"]))
     if kind == "sel_nonzero":
         return x != 0
+    if kind == "sel_finite":
+        return xp_of(x).isfinite(x)
     if kind == "sel_gt1":
         return x > 1
     if kind == "sel_pow_exponent":
@@ -551,13 +553,13 @@ class MaskMul(Op):
 def mask_mul(g: Any, xs: tuple, kind: str, **params: Any) -> Any:
     """g · m(xs) with m one of the masks of `_mask` ("pos", "nonpos", "lt", "gt", "sign", "leaky", "inside",
     "strictly_inside", "max_a"/"max_b"/"min_a"/"min_b"); `params` are its constants (value, slope, min, max). The
-    "sel_" kinds ("sel_nonzero", "sel_gt1", "sel_pow_exponent", "sel_xlogy") select instead: g where m else 0, even
-    where g is nan."""
+    "sel_" kinds ("sel_nonzero", "sel_gt1", "sel_pow_exponent", "sel_xlogy", "sel_finite") select instead: g where m
+    else 0, even where g is nan."""
     return apply(MaskMul, (g, *xs), {"kind": kind, **params} if params else _KIND_ATTRS[kind])
 
 
 _KIND_ATTRS = {k: {"kind": k} for k in ("pos", "nonpos", "sign", "max_a", "max_b", "min_a", "min_b", "sel_nonzero",
-                                         "sel_gt1", "sel_pow_exponent", "sel_xlogy")}
+                                         "sel_gt1", "sel_pow_exponent", "sel_xlogy", "sel_finite")}
 
 
 # -- one input ----------------------------------------------------------------------------------------------------

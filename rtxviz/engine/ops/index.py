@@ -672,3 +672,48 @@ def masked_fill(x: Any, mask: Any, value: Any) -> Any:
 
 # torch's ``probs.multinomial(n)``: sampled indices, drawn by the seeded generator (no op: nothing to differentiate)
 tensor_method("multinomial")(multinomial)
+
+
+# -- where the nonzero elements are -----------------------------------------------------------------------------
+class Nonzero(Op):
+    """The indices of the nonzero elements of `x`, one row [N, ndim] each, in row-major order: int64, no
+    gradient (torch.nonzero). An op, so that a graph-cache replay recomputes them from the new values."""
+
+    name = "nonzero"
+    kind = "index"
+    differentiable = False
+    rule = "no gradient (indices)"
+    examples = (Example(lambda x: nonzero(x), ((3, 4),)),
+                Example(lambda x: nonzero(x), (np.array([[0.0, 1.5], [-2.0, 0.0]]),)))
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        return xp.stack(xp.nonzero(x), axis=-1).astype(np.int64, copy=False).reshape(-1, x.ndim)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:  # pragma: no cover - never recorded: its input is a plain Tensor
+        return (None,)
+
+
+@tensor_method("nonzero")
+@implements(Nonzero, reference=None)
+def nonzero(x: Any, *, as_tuple: bool = False) -> Any:
+    """Where `x` is nonzero (torch.nonzero): an int64 tensor [N, x.ndim] of the indices, one row per nonzero
+    element in row-major order; ``as_tuple=True`` gives one 1-D index tensor per dim instead (for ``x[...]``).
+
+    >>> from rtxviz import Tensor
+    >>> x = Tensor.from_slice([0.0, 1.0, 2.0, 0.0], [2, 2])
+    >>> nonzero(x).tolist(), [t.tolist() for t in nonzero(x, as_tuple=True)]
+    ([[0, 1], [1, 0]], [[0, 1], [1, 0]])
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"nonzero: expected a Tensor, got {type(x).__name__}")
+    scalar = x.ndim == 0
+    if scalar:  # torch: a scalar is a 1-element vector, whose rows then have no columns ([1, 0] or [0, 0])
+        x = x.reshape(1)
+    rows = apply(Nonzero, (Tensor._wrap(x.data),))
+    if as_tuple:
+        return tuple(rows[:, d] for d in range(x.ndim))
+    return rows[:, :0] if scalar else rows
+

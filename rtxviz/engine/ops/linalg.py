@@ -745,3 +745,99 @@ inv = linalg_inv
 det = linalg_det
 solve = linalg_solve
 cholesky = linalg_cholesky
+
+
+# -- torch's fixed-rank spellings of the matrix product, composed of matmul / bmm (no op of their own) ------------
+def _ranks(op: str, a: Any, b: Any, want: tuple[int, int], names: str) -> tuple[Tensor, Tensor]:
+    """The two operands of `op` as tensors, checked to have the ranks `want` (torch refuses others)."""
+    a = _operand(a, b if isinstance(b, Tensor) else None)
+    b = _operand(b, a)
+    if (a.ndim, b.ndim) != want:
+        raise ShapeError(f"{op}: expected {names}, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.data.dtype != b.data.dtype:
+        raise DTypeError(f"{op}: both operands must have the same dtype, got {a.dtype} and {b.dtype}")
+    return a, b
+
+
+@tensor_method("dot")
+def dot(input: Any, tensor: Any) -> Any:
+    """The inner product of two 1-D tensors of one length and dtype, a 0-d tensor (torch.dot).
+
+    >>> from rtxviz import Tensor
+    >>> dot(Tensor.from_slice([1.0, 2.0], [2]), Tensor.from_slice([3.0, 4.0], [2])).item()
+    11.0
+    """
+    a, b = _ranks("dot", input, tensor, (1, 1), "two 1-D tensors")
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(f"dot: the vectors' lengths differ: {a.shape[0]} and {b.shape[0]}")
+    return matmul(a, b)
+
+
+@tensor_method("mm")
+def mm(input: Any, mat2: Any) -> Any:
+    """The product of two matrices [n, m] @ [m, p] (torch.mm; no broadcasting, no other ranks).
+
+    >>> from rtxviz import Tensor
+    >>> mm(Tensor.ones([2, 3]), Tensor.ones([3, 4])).shape
+    (2, 4)
+    """
+    a, b = _ranks("mm", input, mat2, (2, 2), "two 2-D matrices [n, m] and [m, p]")
+    if a.shape[1] != b.shape[0]:
+        raise ShapeError(f"mm: inner dimensions differ: {tuple(a.shape)} @ {tuple(b.shape)} "
+                         f"({a.shape[1]} != {b.shape[0]})")
+    return matmul(a, b)
+
+
+@tensor_method("mv")
+def mv(input: Any, vec: Any) -> Any:
+    """The product of a matrix [n, m] and a vector [m]: a vector [n] (torch.mv).
+
+    >>> from rtxviz import Tensor
+    >>> mv(Tensor.ones([2, 3]), Tensor.ones([3])).tolist()
+    [3.0, 3.0]
+    """
+    a, b = _ranks("mv", input, vec, (2, 1), "a 2-D matrix [n, m] and a 1-D vector [m]")
+    if a.shape[1] != b.shape[0]:
+        raise ShapeError(f"mv: the matrix {tuple(a.shape)} and the vector {tuple(b.shape)} do not fit "
+                         f"({a.shape[1]} != {b.shape[0]})")
+    return matmul(a, b)
+
+
+def _scaled_sum(op: str, input: Any, product: Any, beta: Any, alpha: Any) -> Any:
+    """beta · input + alpha · product, input broadcast to the product's shape (never beyond it); with beta 0 the
+    input is not read, so a NaN or inf in it does not reach the result (torch's rule for addmm and its kin)."""
+    if alpha != 1:
+        product = mul_scalar(product, float(alpha))
+    if beta == 0:
+        return product
+    input = _operand(input, product)
+    try:
+        fits = np.broadcast_shapes(tuple(input.shape), tuple(product.shape)) == tuple(product.shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{op}: input of shape {tuple(input.shape)} does not broadcast to the product's shape "
+                         f"{tuple(product.shape)}")
+    return add(input if beta == 1 else mul_scalar(input, float(beta)), product)
+
+
+@tensor_method("addmm")
+def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+    """beta · input + alpha · (mat1 @ mat2), input broadcast to [n, p] (torch.addmm).
+
+    >>> from rtxviz import Tensor
+    >>> addmm(Tensor.ones([2]), Tensor.ones([2, 3]), Tensor.ones([3, 2]), alpha=2).tolist()
+    [[7.0, 7.0], [7.0, 7.0]]
+    """
+    return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
+
+
+@tensor_method("baddbmm")
+def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+    """beta · input + alpha · bmm(batch1, batch2), input broadcast to [B, n, p] (torch.baddbmm).
+
+    >>> from rtxviz import Tensor
+    >>> baddbmm(Tensor.zeros([1, 2]), Tensor.ones([3, 1, 4]), Tensor.ones([3, 4, 2])).shape
+    (3, 1, 2)
+    """
+    return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)

@@ -21,6 +21,7 @@ from ..tensor import Tensor
 from ._base import Example, first_grad, implements, norm_dim, norm_dims, tensor_method
 from .arithmetic import add, div, mask_mul, maximum, minimum, mul, mul_scalar, pow_scalar, sub
 from .broadcast import batched_expand, expand, expand_to, sum_to
+from .index import compare
 from .unary import abs as _abs
 from .unary import exp
 
@@ -841,3 +842,18 @@ def argmax(x: Any, dim: int | None = None, keepdim: bool = False) -> Tensor:
 def argmin(x: Any, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the (first) smallest value over `dim`, or into the flattened tensor; int64, no gradient."""
     return _arg_extreme("argmin", x, dim, keepdim)
+
+
+@tensor_method("count_nonzero")
+def count_nonzero(x: Any, dim: Any = None) -> Tensor:
+    """How many elements of `x` (along `dim`: an int, a sequence of ints or None for all) are nonzero: int64, no
+    gradient (torch.count_nonzero).
+
+    >>> from rtxviz import Tensor
+    >>> count_nonzero(Tensor.from_slice([0.0, 1.0, 2.0, 0.0], [2, 2]), dim=0).tolist()
+    [1, 1]
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"count_nonzero: expected a Tensor, got {type(x).__name__}")
+    mask = x if x.dtype == np.bool_ else compare(x, 0, "__ne__")  # by an op: a graph-cache replay recomputes it
+    return sum(mask, dim=dim)

@@ -987,3 +987,158 @@ def unbind(x: Any, dim: int = 0) -> tuple:
     d = norm_dim("unbind", dim, x.ndim)
     lead = (slice(None),) * d
     return tuple(x[lead + (i,)] for i in range(x.shape[d]))
+
+
+
+# -- more of PyTorch's shape functions, composed of the ops above (no op of their own) -------------------------------
+_diagonal = diagonal  # diag's argument is named `diagonal`, as torch's
+
+
+@tensor_method("diag")
+def diag(x: Any, diagonal: int = 0) -> Any:
+    """torch.diag: a 1-D `x` as the square matrix with x on its diagonal `diagonal` (offset > 0 above the main
+    one, < 0 below), or the diagonal `diagonal` of a 2-D `x` as a vector. The gradient is the other of the two.
+
+    >>> from rtxviz import Tensor
+    >>> diag(Tensor.from_slice([1.0, 2.0], [2]), 1).tolist()
+    [[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.0, 0.0]]
+    >>> diag(Tensor.arange(9).reshape(3, 3), -1).tolist()
+    [3, 7]
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"diag: expected a Tensor, got {type(x).__name__}")
+    offset = int(diagonal)
+    if x.ndim == 2:
+        return _diagonal(x, offset)
+    if x.ndim != 1:
+        raise DimError(f"diag: expected a 1-D or 2-D tensor, got {x.ndim}-D of shape {x.shape}")
+    n = x.shape[0] + (offset if offset >= 0 else -offset)
+    # placing a vector on a diagonal is the adjoint of taking it: that op, whose gradient is the diagonal again
+    return _diagonal_scatter(x, (n, n), offset, 0, 1)
+
+
+@tensor_method("tile")
+def tile(x: Any, dims: Sequence[int]) -> Any:
+    """`x` repeated `dims[d]` times along each dim (torch.tile): Tensor.repeat, with ones put in front of `dims`
+    when it names fewer dims than `x` has.
+
+    >>> from rtxviz import Tensor
+    >>> tile(Tensor.arange(2), (2, 2)).tolist()
+    [[0, 1, 0, 1], [0, 1, 0, 1]]
+    """
+    reps = _int_args((dims,)) if not isinstance(dims, int) else (dims,)
+    reps = (1,) * (x.ndim - len(reps)) + tuple(int(r) for r in reps)
+    return repeat(x, *reps)
+
+
+@tensor_method("repeat_interleave")
+def repeat_interleave(x: Any, repeats: int, dim: int | None = None, *, output_size: int | None = None) -> Any:
+    """Each element of `x` repeated `repeats` times in place along `dim` (torch.repeat_interleave with an int
+    `repeats`; None: along the flattened `x`). The gradient adds the copies' gradients up (expand's).
+
+    >>> from rtxviz import Tensor
+    >>> repeat_interleave(Tensor.arange(4).reshape(2, 2), 2, dim=1).tolist()
+    [[0, 0, 1, 1], [2, 2, 3, 3]]
+    """
+    from .broadcast import expand
+
+    if isinstance(repeats, Tensor) and repeats.ndim == 0:
+        repeats = int(repeats.item())
+    if isinstance(repeats, bool) or not isinstance(repeats, int | np.integer):
+        raise TypeError(f"repeat_interleave: repeats must be an int (a tensor of repeats per element is not "
+                        f"supported), got {type(repeats).__name__}")
+    r = int(repeats)
+    if r < 0:
+        raise ShapeError(f"repeat_interleave: repeats must be >= 0, got {r}")
+    if dim is None:
+        x, d = reshape(x, -1), 0
+    else:
+        d = norm_dim("repeat_interleave", dim, x.ndim)
+    if x.ndim == 0:
+        x = reshape(x, 1)
+    shape = x.shape
+    if output_size is not None and output_size != shape[d] * r:
+        raise ShapeError(f"repeat_interleave: output_size {output_size} is not {shape[d]} · {r} = {shape[d] * r}")
+    wide = expand(unsqueeze(x, d + 1), *shape[:d + 1], r, *shape[d + 1:])
+    return reshape(wide, *shape[:d], shape[d] * r, *shape[d + 1:])
+
+
+@implements("concat", reference=None)
+def concat(tensors: Sequence[Any], dim: int = 0) -> Any:
+    """torch.concat, an alias of `cat`: tensors joined along an existing dim.
+
+    >>> from rtxviz import Tensor
+    >>> concat([Tensor.zeros([2, 3]), Tensor.ones([1, 3])]).shape
+    (3, 3)
+    """
+    return cat(tensors, dim)
+
+
+concatenate = concat  # torch.concatenate, the same alias
+
+
+def _at_least(op: str, tensors: Any, ndim: int) -> list:
+    """The tensors of a stack function, each given dims up to `ndim` as torch.atleast_1d / atleast_2d do (a
+    scalar becomes [1] or [1, 1], a vector [n] becomes [1, n])."""
+    out = []
+    for t in _tensor_list(op, tensors):
+        out.append(reshape(t, *((1,) * (ndim - t.ndim)), *t.shape) if t.ndim < ndim else t)
+    return out
+
+
+def hstack(tensors: Sequence[Any]) -> Any:
+    """Tensors joined column-wise (torch.hstack): along dim 0 if they are all 1-D, else along dim 1.
+
+    >>> from rtxviz import Tensor
+    >>> hstack([Tensor.arange(2), Tensor.arange(1)]).tolist()
+    [0, 1, 0]
+    """
+    ts = _at_least("hstack", tensors, 1)
+    return cat(ts, 0 if all(t.ndim == 1 for t in ts) else 1)
+
+
+def vstack(tensors: Sequence[Any]) -> Any:
+    """Tensors joined row-wise (torch.vstack): each made at least 2-D (a vector [n] is the row [1, n]), then
+    joined along dim 0.
+
+    >>> from rtxviz import Tensor
+    >>> vstack([Tensor.arange(2), Tensor.arange(2)]).tolist()
+    [[0, 1], [0, 1]]
+    """
+    return cat(_at_least("vstack", tensors, 2), 0)
+
+
+def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple:
+    """Coordinate grids from 1-D tensors (torch.meshgrid; varargs or one list): with n tensors of sizes s₀, s₁, ...
+    each output has shape (s₀, s₁, ...) and repeats its tensor along the other dims; ``indexing="xy"`` swaps the
+    first two dims (numpy's Cartesian convention). Each grid is an expand, so its gradient sums back.
+
+    >>> from rtxviz import Tensor
+    >>> a, b = meshgrid(Tensor.arange(2), Tensor.arange(3), indexing="xy")
+    >>> a.shape, b.tolist()
+    ((3, 2), [[0, 0], [1, 1], [2, 2]])
+    """
+    from .broadcast import expand
+
+    if len(tensors) == 1 and isinstance(tensors[0], list | tuple):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = _tensor_list("meshgrid", list(tensors))
+    for i, t in enumerate(ts):
+        if t.ndim > 1:
+            raise DimError(f"meshgrid: expects 0-D or 1-D tensors, got tensor {i} of shape {t.shape}")
+    sizes = [t.shape[0] if t.ndim else 1 for t in ts]
+    # the dim each tensor runs along: its position, but the first two swapped for "xy"
+    where_of = list(range(len(ts)))
+    if indexing == "xy" and len(ts) >= 2:
+        where_of[0], where_of[1] = 1, 0
+    shape = [0] * len(ts)
+    for i, d in enumerate(where_of):
+        shape[d] = sizes[i]
+    out = []
+    for i, t in enumerate(ts):
+        view = [1] * len(ts)
+        view[where_of[i]] = sizes[i]
+        out.append(expand(reshape(t, *view), *shape))
+    return tuple(out)

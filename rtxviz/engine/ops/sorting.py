@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..device import xp_of
 from ..dtypes import int64
 from ..errors import DTypeError, ShapeError
@@ -94,3 +96,57 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
         return Sorted(x, order)
     picked = narrow(order, d, 0, k)
     return Sorted(gather(x, d, picked), picked)
+
+
+class Unique(Op):
+    """One part of torch.unique(x) (dim=None): the sorted distinct values, the inverse (the position in them of
+    each element of x, x's shape) or the counts. No gradient; an op, so that a graph-cache replay recomputes it."""
+
+    name = "unique"
+    kind = "index"
+    differentiable = False
+    rule = "no gradient (distinct values, positions, counts)"
+    examples = (Example(lambda x: unique(x), ((3, 4),)),
+                Example(lambda x: unique(x, return_inverse=True, return_counts=True)[2],
+                        (np.array([[2.0, 1.0], [2.0, 3.0]]),)))
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        part = ctx.attrs["part"]
+        if part == "values":
+            return xp.unique(x)
+        values, inverse, counts = xp.unique(x, return_inverse=True, return_counts=True)
+        if part == "inverse":
+            return inverse.reshape(x.shape).astype(int64, copy=False)
+        return counts.astype(int64, copy=False)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:  # pragma: no cover - never recorded: its input is a plain Tensor
+        return (None,)
+
+
+@tensor_method("unique")
+@implements(Unique, reference=None)
+def unique(x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None) -> Any:
+    """The distinct values of `x`, sorted, as a 1-D tensor (torch.unique, no gradient); with `return_inverse`
+    also where each element of x is among them (x's shape), with `return_counts` how often each occurs, returned
+    as a tuple in that order. `sorted=False` still sorts (as torch does on the CPU); `dim` is not supported.
+
+    >>> from rtxviz import Tensor
+    >>> values, inverse, counts = unique(Tensor([3, 1, 2, 3, 1]), return_inverse=True, return_counts=True)
+    >>> values.tolist(), inverse.tolist(), counts.tolist()
+    ([1, 2, 3], [2, 0, 1, 2, 0], [2, 1, 2])
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"unique: expected a Tensor, got {type(x).__name__}")
+    if dim is not None:
+        raise NotImplementedError(f"unique: dim={dim} is not supported; only dim=None (all elements)")
+    plain = Tensor._wrap(x.data)
+    out = [apply(Unique, (plain,), {"part": "values"})]
+    if return_inverse:
+        out.append(apply(Unique, (plain,), {"part": "inverse"}))
+    if return_counts:
+        out.append(apply(Unique, (plain,), {"part": "counts"}))
+    return out[0] if len(out) == 1 else tuple(out)

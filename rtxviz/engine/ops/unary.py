@@ -3,6 +3,7 @@ where that is cheaper (exp, tanh, sigmoid)."""
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
@@ -11,12 +12,12 @@ import numpy as np
 from ...accel import tanh_grad as _tanh_grad  # None: numpy's three operations
 from ..backward import grad
 from ..device import cupyx_module, xp_of
-from ..errors import GraphError
+from ..errors import DTypeError, GraphError
 from ..grad_mode import STATE
 from ..graph import Op, apply
-from ..tensor import Tensor
+from ..tensor import Tensor, as_tensor_like
 from ._base import Elementwise, Example, floating, implements, tensor_method, unary
-from .arithmetic import add, add_scalar, div, mask_mul, mul, mul_scalar, neg, rsub_scalar
+from .arithmetic import add, add_scalar, div, mask_mul, mul, mul_scalar, neg, rsub_scalar, sub
 
 
 def _const(array: Any) -> Tensor:
@@ -979,3 +980,289 @@ def softsign(x: Any) -> Any:
     [0.5, -0.75]
     """
     return unary(Softsign, x)
+
+
+# -- rounding and the other piecewise-constant functions (torch's zero gradients) -------------------------------
+def _zero_grad(g: Any) -> Any:
+    """The gradient of a piecewise-constant function: zeros (torch's), as an op so create_graph records it."""
+    return mul_scalar(g, 0.0)
+
+
+def _same_if_integer(x: Any) -> Any:
+    """`x` as a Tensor; None when it is float (the op runs), else a copy of it: torch.floor(int_tensor) and its
+    kin return their integer (or bool) input's values unchanged, in its dtype."""
+    if not isinstance(x, Tensor):
+        x = as_tensor_like(x, None)
+    return None if x.data.dtype.kind == "f" else x.clone()
+
+
+class Sign(Elementwise):
+    name = "sign"
+    rule = "dX = 0  (sign is piecewise constant)"
+    keeps_finite = True
+    ufunc = "sign"
+    examples = (Example(lambda x: sign(x), ((3, 4),)),)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (_zero_grad(g),)
+
+
+@tensor_method("sign")
+@implements(Sign, reference=None)
+def sign(x: Any) -> Any:
+    """-1, 0 or 1 by the sign of each element, in x's dtype (torch.sign); zero gradient.
+
+    >>> from rtxviz import Tensor
+    >>> sign(Tensor.from_slice([-2.0, 0.0, 3.0], [3])).tolist()
+    [-1.0, 0.0, 1.0]
+    """
+    if not isinstance(x, Tensor):
+        x = as_tensor_like(x, None)
+    if x.data.dtype.kind == "b":  # numpy has no sign of bool; torch's is the value itself
+        return x.clone()
+    return unary(Sign, x)
+
+
+class Floor(Elementwise):
+    name = "floor"
+    rule = "dX = 0  (floor is piecewise constant)"
+    keeps_finite = True
+    ufunc = "floor"
+    examples = (Example(lambda x: floor(x), ((3, 4),), low=-3.0, high=3.0),)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (_zero_grad(g),)
+
+
+@tensor_method("floor")
+@implements(Floor, reference=None)
+def floor(x: Any) -> Any:
+    """Each element rounded toward -inf (torch.floor); an integer tensor is returned as it is. Zero gradient.
+
+    >>> from rtxviz import Tensor
+    >>> floor(Tensor.from_slice([-1.5, 0.5, 2.0], [3])).tolist()
+    [-2.0, 0.0, 2.0]
+    """
+    same = _same_if_integer(x)
+    return same if same is not None else unary(Floor, x)
+
+
+class Ceil(Elementwise):
+    name = "ceil"
+    rule = "dX = 0  (ceil is piecewise constant)"
+    keeps_finite = True
+    ufunc = "ceil"
+    examples = (Example(lambda x: ceil(x), ((3, 4),), low=-3.0, high=3.0),)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (_zero_grad(g),)
+
+
+@tensor_method("ceil")
+@implements(Ceil, reference=None)
+def ceil(x: Any) -> Any:
+    """Each element rounded toward +inf (torch.ceil); an integer tensor is returned as it is. Zero gradient.
+
+    >>> from rtxviz import Tensor
+    >>> ceil(Tensor.from_slice([-1.5, 0.5, 2.0], [3])).tolist()
+    [-1.0, 1.0, 2.0]
+    """
+    same = _same_if_integer(x)
+    return same if same is not None else unary(Ceil, x)
+
+
+class Trunc(Elementwise):
+    name = "trunc"
+    rule = "dX = 0  (trunc is piecewise constant)"
+    keeps_finite = True
+    ufunc = "trunc"
+    examples = (Example(lambda x: trunc(x), ((3, 4),), low=-3.0, high=3.0),)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (_zero_grad(g),)
+
+
+@tensor_method("trunc", "fix")
+@implements(Trunc, reference=None)
+def trunc(x: Any) -> Any:
+    """Each element rounded toward 0 (torch.trunc, torch.fix); an integer tensor is returned as it is. Zero
+    gradient.
+
+    >>> from rtxviz import Tensor
+    >>> trunc(Tensor.from_slice([-1.5, 0.5, 2.7], [3])).tolist()
+    [-1.0, 0.0, 2.0]
+    """
+    same = _same_if_integer(x)
+    return same if same is not None else unary(Trunc, x)
+
+
+class Round(Elementwise):
+    name = "round"
+    rule = "dX = 0  (round is piecewise constant)"
+    keeps_finite = True
+    examples = (Example(lambda x: round_elementwise(x), ((3, 4),), low=-3.0, high=3.0),
+                Example(lambda x: round_elementwise(x, decimals=2), ((5,),)),
+                Example(lambda x: round_elementwise(x, decimals=-1), ((5,),), low=-40.0, high=40.0))
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        decimals = ctx.attrs["decimals"]
+        if decimals == 0:
+            return xp.rint(x)  # half to even, as torch.round
+        # torch's scaling, to give its bits: x·10^d rounded then divided (d > 0), or x/10^-d rounded then
+        # multiplied (d < 0); numpy.round differs from it in the last bit on some values
+        ten = x.dtype.type(10.0 ** builtins.abs(decimals))
+        return xp.rint(x * ten) / ten if decimals > 0 else xp.rint(x / ten) * ten
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        return (_zero_grad(g),)
+
+
+# named so that the doctests here keep Python's round(v, 4); rtxviz.round and Tensor.round are this function
+@tensor_method("round")
+@implements(Round, reference=None)
+def round_elementwise(x: Any, *, decimals: int = 0) -> Any:
+    """Each element rounded to `decimals` decimal places, halves to even (torch.round); an integer tensor is
+    returned as it is. Zero gradient.
+
+    >>> from rtxviz import Tensor
+    >>> Tensor.from_slice([0.5, 1.5, 2.5, -0.5], [4]).round().tolist()
+    [0.0, 2.0, 2.0, -0.0]
+    >>> Tensor.from_slice([1.2345, 1250.0], [2], dtype="float64").round(decimals=2).tolist()
+    [1.23, 1250.0]
+    """
+    if decimals.__class__ is not int:
+        raise TypeError(f"round: decimals must be an int, got {decimals!r} ({type(decimals).__name__})")
+    same = _same_if_integer(x)
+    if same is not None:
+        if decimals != 0:  # torch: "round_cpu" with decimals is not implemented for integer tensors
+            raise DTypeError(f"round: decimals={decimals} needs a float tensor, got {same.dtype}")
+        return same
+    return unary(Round, x, {"decimals": decimals})
+
+
+@tensor_method("frac")
+def frac(x: Any) -> Any:
+    """The fractional part x - trunc(x), with x's sign (torch.frac); gradient 1, as torch's.
+
+    >>> from rtxviz import Tensor
+    >>> frac(Tensor.from_slice([-1.5, 2.25], [2])).tolist()
+    [-0.5, 0.25]
+    """
+    if not isinstance(x, Tensor):
+        x = as_tensor_like(x, None)
+    if x.data.dtype.kind != "f":  # torch: "frac_cpu" not implemented for 'Long'
+        raise DTypeError(f"frac: needs a float tensor, got {x.dtype}")
+    return sub(x, trunc(x))
+
+
+@tensor_method("rsqrt")
+def rsqrt(x: Any) -> Any:
+    """1 / sqrt(x), elementwise (torch.rsqrt): reciprocal(sqrt(x)), torch's values and its gradient
+    -dY · Y³ / 2; an integer tensor gives the default float dtype.
+
+    >>> from rtxviz import Tensor
+    >>> rsqrt(Tensor.from_slice([4.0, 0.25], [2])).tolist()
+    [0.5, 2.0]
+    """
+    return reciprocal(sqrt(x))
+
+
+class NanToNum(Elementwise):
+    name = "nan_to_num"
+    rule = "dX = dY · [X is finite]"
+    keeps_finite = True
+    save_inputs = True
+    examples = (Example(lambda x: nan_to_num(x, nan=0.5), ((3, 4),)),
+                Example(lambda x: nan_to_num(x), (np.array([1.0, np.nan, np.inf, -np.inf, -2.0]),)))
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        xp = xp_of(x)
+        a, t = ctx.attrs, x.dtype.type
+        out = xp.where(xp.isnan(x), t(a["nan"]), x)
+        out = xp.where(out == t(math.inf), t(a["posinf"]), out)
+        return xp.where(out == t(-math.inf), t(a["neginf"]), out)
+
+    @staticmethod
+    def backward(ctx: Any, g: Any) -> tuple:
+        # torch's: the gradient passes where x was finite, none reaches a replaced NaN or infinity
+        return (mask_mul(g, ctx.saved_inputs, "sel_finite"),)
+
+
+@tensor_method("nan_to_num")
+@implements(NanToNum, reference=None)
+def nan_to_num(x: Any, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Any:
+    """x with NaN replaced by `nan`, +inf by `posinf` and -inf by `neginf` (None: the dtype's largest and lowest
+    finite values), as torch.nan_to_num; an integer tensor is returned as it is. The gradient passes where x is
+    finite.
+
+    >>> from rtxviz import Tensor
+    >>> nan_to_num(Tensor.from_slice([float("nan"), float("inf"), 1.0], [3]), posinf=9.0).tolist()
+    [0.0, 9.0, 1.0]
+    """
+    same = _same_if_integer(x)
+    if same is not None:
+        return same
+    info = np.finfo(x.data.dtype)
+    attrs = {"nan": float(nan), "posinf": float(info.max) if posinf is None else float(posinf),
+             "neginf": float(info.min) if neginf is None else float(neginf)}
+    return unary(NanToNum, x, attrs)
+
+
+@tensor_method("clamp_min")
+def clamp_min(x: Any, min: Any) -> Any:
+    """x limited from below by `min`, a number or a tensor (torch.clamp_min): ``clamp(x, min=min)``.
+
+    >>> from rtxviz import Tensor
+    >>> clamp_min(Tensor.from_slice([-2.0, 0.5], [2]), 0.0).tolist()
+    [0.0, 0.5]
+    """
+    if min is None:
+        raise ValueError("clamp_min: min must be a number or a tensor, got None")
+    return clamp(x, min=min)
+
+
+@tensor_method("clamp_max")
+def clamp_max(x: Any, max: Any) -> Any:
+    """x limited from above by `max`, a number or a tensor (torch.clamp_max): ``clamp(x, max=max)``.
+
+    >>> from rtxviz import Tensor
+    >>> clamp_max(Tensor.from_slice([-2.0, 0.5], [2]), 0.0).tolist()
+    [-2.0, 0.0]
+    """
+    if max is None:
+        raise ValueError("clamp_max: max must be a number or a tensor, got None")
+    return clamp(x, max=max)
+
+
+@tensor_method("lerp")
+def lerp(input: Any, end: Any, weight: Any) -> Any:
+    """input + weight · (end - input), with broadcasting; `weight` a number or a tensor (torch.lerp).
+
+    As torch computes it, for its bits: ``input + w·(end - input)`` where w < 0.5, else
+    ``end - (end - input)·(1 - w)``; the gradients are torch's, (1 - w)·dY, w·dY and (end - input)·dY.
+
+    >>> from rtxviz import Tensor
+    >>> lerp(Tensor.from_slice([1.0, 2.0], [2]), Tensor.from_slice([3.0, 5.0], [2]), 0.25).tolist()
+    [1.5, 2.75]
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"lerp: input must be a Tensor, got {type(input).__name__}")
+    if isinstance(input, Tensor) and input.data.dtype.kind != "f":
+        raise DTypeError(f"lerp: needs a float input, got {input.dtype}")
+    diff = sub(end, input)
+    if not isinstance(weight, Tensor):
+        w = float(weight)
+        return add(input, mul_scalar(diff, w)) if w < 0.5 else sub(end, mul_scalar(diff, 1.0 - w))
+    from .index import compare, where  # index imports this module
+
+    low = add(input, mul(weight, diff))
+    high = sub(end, mul(diff, rsub_scalar(weight, 1.0)))
+    return where(compare(weight, 0.5, "__lt__"), low, high)
