@@ -1,6 +1,6 @@
 """Activation modules, with PyTorch's arguments: ReLU, ReLU6, LeakyReLU, ELU, SELU, CELU, GELU (approximate
-"none" or "tanh"), SiLU, Mish, Hardswish, Hardtanh, Softplus, Softsign, LogSigmoid, Tanh, Sigmoid, Softmax,
-LogSoftmax. Each runs the engine's op of the same name.
+"none" or "tanh"), PReLU (a learnt slope), SiLU, Mish, Hardswish, Hardtanh, Softplus, Softsign, LogSigmoid, Tanh,
+Sigmoid, Softmax, LogSoftmax. Each runs the engine's op of the same name (PReLU: F.prelu, a where of two ops).
 
 `inplace=True` is accepted for PyTorch's constructors' sake and computed out of place: the values and
 gradients are the same, and the graph the viewer draws has its usual nodes.
@@ -20,7 +20,10 @@ from typing import Any
 from ..engine.ops import nn as _F
 from ..engine.ops import unary as _U
 from ..engine.ops.index import where as _where
-from .module import Module
+from ..engine.tensor import Tensor
+from ._args import positive_int
+from .functional import prelu as _prelu
+from .module import Module, Parameter
 
 
 class _Activation(Module):
@@ -91,6 +94,34 @@ class GELU(Module):
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
+
+
+class PReLU(Module):
+    """max(0, x) + a · min(0, x) with a learnt slope `a`: one for every channel (num_parameters = C, dim 1 of
+    the input) or one shared (num_parameters=1), each starting at `init`; state-dict key `weight`.
+
+    >>> from rtxviz import Tensor
+    >>> PReLU(init=0.5)(Tensor.from_slice([-2.0, 3.0], [2])).tolist()
+    [-1.0, 3.0]
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        n = positive_int(num_parameters, "PReLU", "num_parameters")
+        # PyTorch's attribute (an int); it shadows Module.num_parameters() on PReLU instances, which PyTorch lacks
+        self.__dict__["num_parameters"] = n
+        self.init = float(init)
+        self.weight = Parameter(Tensor.zeros([n], device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.weight.data[...] = self.init
+
+    def forward(self, x: Any) -> Any:
+        return _prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
 
 
 class SiLU(_Activation):

@@ -1,4 +1,4 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, with PyTorch's names for their children
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict, with PyTorch's names for their children
 ("0", "1", ... or the dict's keys), so state-dict keys match (`layers.0.weight`).
 
 >>> from rtxviz.nn import Linear, ReLU
@@ -291,3 +291,87 @@ class ParameterList(Module):
     def extra_repr(self) -> str:
         return ", ".join(f"({i}): Parameter of shape {tuple(p.shape)}" for i, p in enumerate(self))
 
+
+
+class ParameterDict(Module):
+    """A dict of Parameters registered under their keys (Tensors given are made Parameters), so the state-dict
+    keys are the dict's keys.
+
+    >>> from rtxviz import Tensor
+    >>> ps = ParameterDict({"scale": Tensor.ones([3])})
+    >>> ps["shift"] = Tensor.zeros([3])
+    >>> list(ps.state_dict()), "scale" in ps, ps["shift"].requires_grad
+    (['scale', 'shift'], True, True)
+    """
+
+    def __init__(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None) -> None:
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    @staticmethod
+    def _as_parameter(key: str, value: Any) -> Parameter:
+        if isinstance(value, Parameter):
+            return value
+        if isinstance(value, Tensor):
+            return Parameter(value)
+        raise TypeError(f"ParameterDict[{key!r}]: values must be Parameters or Tensors, got {type(value).__name__}")
+
+    def __getitem__(self, key: str) -> Parameter:
+        p = self._parameters.get(key)
+        if p is None:
+            raise KeyError(f"ParameterDict has no key {key!r} (keys {list(self._parameters)})")
+        return p
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str) or not key or "." in key:
+            raise KeyError(f"ParameterDict: keys must be non-empty strings without '.', got {key!r}")
+        self.register_parameter(key, self._as_parameter(key, value))
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self._parameters:
+            raise KeyError(f"ParameterDict has no key {key!r} (keys {list(self._parameters)})")
+        del self._parameters[key]
+        self._bump()
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._parameters))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._parameters
+
+    def keys(self) -> list[str]:
+        return list(self._parameters)
+
+    def values(self) -> list[Parameter]:
+        return [p for p in self._parameters.values() if p is not None]
+
+    def items(self) -> list[tuple[str, Parameter]]:
+        return [(k, p) for k, p in self._parameters.items() if p is not None]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        p = self._parameters.get(key)
+        return default if p is None else p
+
+    def pop(self, key: str) -> Parameter:
+        p = self[key]
+        del self[key]
+        return p
+
+    def clear(self) -> None:
+        self._parameters.clear()
+        self._bump()
+
+    def update(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
+        pairs = parameters.items() if isinstance(parameters, Mapping) else parameters
+        for key, value in pairs:
+            self[key] = value
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("ParameterDict has no forward: use the parameters it holds by key")
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"({k}): Parameter of shape {tuple(p.shape)}" for k, p in self.items())

@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 
 from ..engine.device import xp_of
-from ..engine.errors import DTypeError
+from ..engine.errors import DTypeError, ShapeError
 from ..engine.ops import nn as _nn
 from ..engine.ops.distance import cosine_similarity, normalize, pairwise_distance
+from ..engine.ops.einsum import einsum
+from ..engine.ops.index import where
 from ..engine.ops.linalg import linear
 from ..engine.ops.nn import (
     adaptive_avg_pool2d,
@@ -38,9 +40,11 @@ from ..engine.ops.nn import (
     max_pool2d,
     scaled_dot_product_attention,
 )
+from ..engine.ops.nn_conv import input_rank_message
 from ..engine.ops.nn_pool import avg_pool1d, max_pool1d
 from ..engine.ops.nn_upsample import interpolate
-from ..engine.ops.shape import pad
+from ..engine.ops.reduction import amax
+from ..engine.ops.shape import cat, pad, squeeze, unsqueeze
 from ..engine.ops.unary import (
     celu,
     elu,
@@ -61,13 +65,14 @@ from ..engine.ops.unary import (
 from ..engine.tensor import Tensor
 
 __all__ = [
-    "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d",
+    "avg_pool2d", "batch_norm", "bilinear", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose2d", "cosine_embedding_loss",
     "cosine_similarity", "cross_entropy", "dropout", "dropout2d", "elu", "embedding", "gelu", "group_norm",
     "hardswish", "hardtanh", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm",
     "leaky_relu", "linear", "log_softmax", "logsigmoid", "max_pool1d", "max_pool2d", "mish", "mse_loss", "nll_loss",
-    "normalize", "one_hot", "pad", "pairwise_distance", "relu", "relu6", "scaled_dot_product_attention", "selu",
-    "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "softsign", "tanh",
+    "normalize", "one_hot", "pad", "pairwise_distance", "prelu", "relu", "relu6", "scaled_dot_product_attention",
+    "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "softsign", "tanh",
 ]
 
 
@@ -260,3 +265,137 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Any, margin: f
                           reduction: str = "mean") -> Any:
     return _nn.cosine_embedding_loss(input1, input2, target, margin, legacy_reduction(size_average, reduce, reduction))
 
+
+
+# -- compositions of the engine's ops (the graph and the gradients are the ops') ------------------------------------
+def prelu(input: Tensor, weight: Tensor) -> Any:
+    """max(0, x) + weight · min(0, x), as PyTorch's F.prelu: `weight` has one element, or one per channel (dim 1
+    of an input with 2 or more dims; an input with fewer dims has one channel).
+
+    >>> from rtxviz import Tensor
+    >>> prelu(Tensor.from_slice([-2.0, 3.0], [2]), Tensor.from_slice([0.25], [1])).tolist()
+    [-0.5, 3.0]
+    """
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if n != 1 and n != channels:
+        raise ShapeError(f"prelu: the weight has {n} elements (shape {tuple(weight.shape)}) but the input has "
+                         f"{channels} channel(s) (input shape {tuple(input.shape)}): give 1 or {channels}")
+    if n == 1:
+        w = weight.reshape(())  # one slope for every element, whatever the input's rank (0-d included)
+    else:
+        w = weight.reshape(n, *([1] * (input.ndim - 2)))  # broadcast over dim 1
+    # where(x > 0, x, w·x): at x = 0 the slope is w, as PyTorch's gradient
+    return where(input > 0, input, input * w)
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Any:
+    """y_o = Σ_ij x1_i · W[o, i, j] · x2_j + b_o over inputs [*, in1] and [*, in2] with the same leading dims,
+    weight [out, in1, in2] (PyTorch's F.bilinear), as one einsum over the flattened leading dims.
+
+    >>> from rtxviz import Tensor
+    >>> bilinear(Tensor.ones([4, 2]), Tensor.ones([4, 3]), Tensor.ones([5, 2, 3])).shape
+    (4, 5)
+    """
+    if weight.ndim != 3:
+        raise ShapeError(f"bilinear: the weight must be [out_features, in1_features, in2_features], got shape "
+                         f"{tuple(weight.shape)}")
+    _, in1, in2 = weight.shape
+    if input1.ndim < 1 or input1.shape[-1] != in1:
+        raise ShapeError(f"bilinear: input1 has shape {tuple(input1.shape)}, its last dim must be in1_features = "
+                         f"{in1} (weight {tuple(weight.shape)})")
+    if input2.ndim < 1 or input2.shape[-1] != in2:
+        raise ShapeError(f"bilinear: input2 has shape {tuple(input2.shape)}, its last dim must be in2_features = "
+                         f"{in2} (weight {tuple(weight.shape)})")
+    if tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise ShapeError(f"bilinear: the inputs' leading (batch) dims must match, got {tuple(input1.shape)} and "
+                         f"{tuple(input2.shape)}")
+    lead = tuple(input1.shape[:-1])
+    # einsum takes no '...': flatten the leading dims to one batch dim, and restore them after
+    flat = einsum("bi,oij,bj->bo", input1.reshape(-1, in1), weight, input2.reshape(-1, in2))
+    out = flat.reshape(*lead, weight.shape[0])
+    return out if bias is None else out + bias
+
+
+def _adaptive_sizes(op: str, output_size: Any, in_sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """output_size (an int, or one entry per dim, None keeping the input's size) as ints >= 1."""
+    n = len(in_sizes)
+    sizes = (output_size,) * n if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != n:
+        raise ValueError(f"{op}: output_size must be an int or {n} ints (None keeps a size), got {output_size!r}")
+    out = tuple(size if o is None else operator.index(o) for o, size in zip(sizes, in_sizes, strict=True))
+    if min(out) < 1:
+        raise ValueError(f"{op}: output_size must be >= 1, got {output_size!r}")
+    return out
+
+
+def _adaptive_max_last(x: Any, n_out: int) -> Any:
+    """Adaptive max over the last dim: output i is the max of positions floor(i·L/n) .. ceil((i+1)·L/n) - 1
+    (PyTorch's windows), one slice and amax per output position, joined by cat."""
+    size = x.shape[-1]
+    if size == n_out:
+        return x
+    parts = []
+    for i in range(n_out):
+        start, end = (i * size) // n_out, -((-(i + 1) * size) // n_out)
+        parts.append(amax(x[..., start:end], dim=-1, keepdim=True))
+    return parts[0] if n_out == 1 else cat(parts, dim=-1)
+
+
+def _check_pool_input(op: str, x: Any, nd: int) -> None:
+    if not isinstance(x, Tensor) or x.dtype.kind != "f":
+        raise DTypeError(f"{op}: input must be a float32 or float64 Tensor, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)}")
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(input_rank_message(op, nd, x.shape))
+    if min(x.shape[-nd:]) < 1:
+        raise ShapeError(f"{op}: input of shape {tuple(x.shape)} has an empty spatial dim")
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling of [N, C, H, W] or [C, H, W] to [.., oh, ow] (PyTorch's F.adaptive_max_pool2d): cell (i, j)
+    is the max over rows floor(i·H/oh) .. ceil((i+1)·H/oh) - 1 and the same columns; None keeps a size. When the
+    sizes divide it is one max_pool2d; otherwise a max over each column window, then each row window.
+
+    >>> from rtxviz import Tensor
+    >>> adaptive_max_pool2d(Tensor.arange(16.0).reshape(1, 1, 4, 4), (1, 2)).tolist()
+    [[[[13.0, 15.0]]]]
+    """
+    op = "adaptive_max_pool2d"
+    if return_indices:
+        raise ValueError(f"{op}: return_indices=True is not supported (the engine has no max_unpool2d to use the "
+                         "indices with)")
+    _check_pool_input(op, input, 2)
+    h, w = input.shape[-2:]
+    oh, ow = _adaptive_sizes(op, output_size, (h, w))
+    if h % oh == 0 and w % ow == 0:
+        return max_pool2d(input, (h // oh, w // ow))
+    cols = _adaptive_max_last(input, ow)
+    return _adaptive_max_last(cols.transpose(-1, -2), oh).transpose(-1, -2)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling of [N, C, L] or [C, L] to [.., output_size] (PyTorch's F.adaptive_max_pool1d)."""
+    op = "adaptive_max_pool1d"
+    if return_indices:
+        raise ValueError(f"{op}: return_indices=True is not supported (the engine has no max_unpool1d to use the "
+                         "indices with)")
+    _check_pool_input(op, input, 1)
+    (n,) = _adaptive_sizes(op, output_size, (input.shape[-1],))
+    if input.shape[-1] % n == 0:
+        return max_pool1d(input, input.shape[-1] // n)
+    return _adaptive_max_last(input, n)
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Any:
+    """Average pooling of [N, C, L] or [C, L] to [.., output_size] (PyTorch's F.adaptive_avg_pool1d):
+    adaptive_avg_pool2d over a height of 1.
+
+    >>> from rtxviz import Tensor
+    >>> adaptive_avg_pool1d(Tensor.arange(6.0).reshape(1, 6), 2).tolist()
+    [[1.0, 4.0]]
+    """
+    op = "adaptive_avg_pool1d"
+    _check_pool_input(op, input, 1)
+    (n,) = _adaptive_sizes(op, output_size, (input.shape[-1],))
+    return squeeze(adaptive_avg_pool2d(unsqueeze(input, -2), (1, n)), -2)

@@ -1,4 +1,5 @@
-"""Seeded parameter initialisation (Kaiming/He and Xavier/Glorot), drawn from rtxviz's generator.
+"""Seeded parameter initialisation (Kaiming/He, Xavier/Glorot, orthogonal, truncated normal, identities), drawn
+from rtxviz's generator.
 
 Draws happen on the CPU from `rtxviz.engine.random.generator()` (so `rtxviz.manual_seed` makes them
 reproducible on every device) and are written into the parameter in place, keeping its device and dtype.
@@ -16,6 +17,7 @@ True
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -116,6 +118,74 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """N(0, std²), std = gain · sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
+    """N(mean, std²) restricted to [a, b] (absolute bounds, as PyTorch's): values outside are drawn again.
+    Where [a, b] keeps little of the distribution, the inverse CDF of a uniform draw is used instead."""
+    if not a < b:
+        raise ValueError(f"trunc_normal_: a ({a}) must be smaller than b ({b})")
+    if not std > 0:
+        raise ValueError(f"trunc_normal_: std must be > 0, got {std}")
+    dist = NormalDist(mean, std)
+    lo, hi = dist.cdf(a), dist.cdf(b)
+    gen = _random.generator()
+    n = int(np.prod(tensor.shape))
+    if hi - lo >= 0.05:  # rejection: at most 20 draws per value on average
+        out = gen.normal(mean, std, n)
+        bad = (out < a) | (out > b)
+        while bad.any():
+            out[bad] = gen.normal(mean, std, int(bad.sum()))
+            bad = (out < a) | (out > b)
+    else:  # far in a tail: invert the CDF (clipped, as rounding can step just past a bound)
+        u = gen.uniform(lo, hi, n)
+        out = np.clip(np.array([dist.inv_cdf(min(max(v, 1e-300), 1 - 1e-16)) for v in u]), a, b)
+    return _fill(tensor, out.reshape(tensor.shape))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """A (semi-)orthogonal matrix (PyTorch's: QR of a normal draw, Q's signs fixed by R's diagonal), scaled by
+    `gain`; dims after the first are flattened, so rows are orthonormal when rows <= columns, columns otherwise.
+    """
+    if tensor.ndim < 2:
+        raise ShapeError(f"orthogonal_: needs a tensor with at least 2 dims, got shape {tensor.shape}")
+    rows = tensor.shape[0]
+    cols = int(np.prod(tensor.shape[1:]))
+    if rows == 0 or cols == 0:
+        return tensor
+    flat = _random.generator().normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, (gain * q).reshape(tensor.shape))
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    """The identity matrix (ones on the diagonal of a 2-D tensor, also when it is not square)."""
+    if tensor.ndim != 2:
+        raise ShapeError(f"eye_: only 2-dim tensors are supported, got shape {tensor.shape}")
+    rows, cols = tensor.shape
+    return _fill(tensor, np.eye(rows, cols))
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """A convolution weight [out, in, *kernel] (3, 4 or 5 dims) that passes its input through: in each of
+    `groups` blocks of out/groups output channels, channel d takes input channel d at the kernel's centre."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ShapeError(f"dirac_: only tensors with 3, 4 or 5 dims are supported, got shape {tensor.shape}")
+    out_channels = tensor.shape[0]
+    if groups < 1 or out_channels % groups:
+        raise ValueError(f"dirac_: dim 0 ({out_channels}) must be divisible by groups ({groups})")
+    per_group = out_channels // groups
+    values = np.zeros(tensor.shape)
+    centre = tuple(k // 2 for k in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, tensor.shape[1])):
+            values[(g * per_group + d, d, *centre)] = 1.0
+    return _fill(tensor, values)
 
 
 def default_bias_(bias: Any, fan_in: int) -> Any:

@@ -21,6 +21,7 @@ from .activation import (
     LogSigmoid,
     LogSoftmax,
     Mish,
+    PReLU,
     ReLU,
     ReLU6,
     Sigmoid,
@@ -30,13 +31,22 @@ from .activation import (
     Softsign,
     Tanh,
 )
-from .container import ModuleDict, ModuleList, ParameterList, Sequential
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose2d
 from .dropout import Dropout, Dropout2d
 from .flatten import Flatten, Unflatten
-from .linear import Identity, Linear
+from .linear import Bilinear, Identity, Linear
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
-from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .padding import *  # noqa: F403 - the padding layers, listed in padding.__all__
+from .padding import __all__ as _padding_all
+from .pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool2d,
+    MaxPool2d,
+)
 from .sparse import Embedding
 
 __all__ = [
@@ -45,4 +55,7 @@ __all__ = [
     "Hardtanh", "Identity", "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MaxPool2d", "Mish",
     "ModuleDict", "ModuleList", "ParameterList", "ReLU", "ReLU6", "SELU", "Sequential", "SiLU", "Sigmoid",
     "Softmax", "Softplus", "Softsign", "Tanh", "Unflatten",
+    # PyTorch's next reach (a porting review): learnt slopes, bilinear forms, padding and adaptive pooling
+    "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Bilinear", "PReLU", "ParameterDict",
+    *_padding_all,
 ]

@@ -1,4 +1,4 @@
-"""Linear and Identity.
+"""Linear, Bilinear and Identity.
 
 Weights are laid out as PyTorch's (Linear [out, in]) and initialised as PyTorch does by default
 (Kaiming-uniform with a = sqrt(5), bias U(±1/sqrt(fan_in))), from rtxviz's seeded generator, so a PyTorch state
@@ -20,6 +20,7 @@ from ..engine.ops.linalg import linear as _linear
 from ..engine.tensor import Tensor
 from . import init
 from ._args import positive_int
+from .functional import bilinear as _bilinear
 from .module import Module, Parameter
 
 
@@ -81,3 +82,41 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """y = x1ᵀ · W_o · x2 + b_o for each output feature o, W [out_features, in1_features, in2_features]; inputs
+    [*, in1_features] and [*, in2_features] with the same leading dims. Weight and bias start as PyTorch's:
+    U(-1/sqrt(in1_features), 1/sqrt(in1_features)).
+
+    >>> from rtxviz import Tensor
+    >>> Bilinear(2, 3, 4)(Tensor.ones([5, 2]), Tensor.ones([5, 3])).shape
+    (5, 4)
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.in1_features = positive_int(in1_features, "Bilinear", "in1_features")
+        self.in2_features = positive_int(in2_features, "Bilinear", "in2_features")
+        self.out_features = positive_int(out_features, "Bilinear", "out_features")
+        self.weight = empty_parameter((self.out_features, self.in1_features, self.in2_features), device, dtype)
+        if bias:
+            self.bias = empty_parameter((self.out_features,), device, dtype)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.in1_features)
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Any, input2: Any) -> Any:
+        params = self.__dict__["_parameters"]
+        return _bilinear(input1, input2, params["weight"], params["bias"])
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

@@ -379,6 +379,36 @@ class Module:
             mod = child
         return mod
 
+    def _owner_and_name(self, target: str, what: str) -> tuple[Module, str]:
+        """The module that holds dotted `target`'s last name, and that name ("a.b.weight": (self.a.b, "weight"))."""
+        path, _, name = target.rpartition(".")
+        if not name:
+            raise AttributeError(f"{type(self).__name__}.get_{what}: the target must name a {what}, got {target!r}")
+        return self.get_submodule(path), name
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at dotted path `target` ("0.weight"), as PyTorch's.
+
+        >>> from rtxviz.nn import Linear, Sequential
+        >>> Sequential(Linear(2, 3)).get_parameter("0.bias").shape
+        (3,)
+        """
+        mod, name = self._owner_and_name(target, "parameter")
+        p = mod._parameters.get(name)
+        if p is None:
+            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r} (looking up {target!r}; its "
+                                 f"parameters: {[k for k, v in mod._parameters.items() if v is not None]})")
+        return p
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path `target` ("0.running_mean"), as PyTorch's."""
+        mod, name = self._owner_and_name(target, "buffer")
+        b = mod._buffers.get(name)
+        if b is None:
+            raise AttributeError(f"{type(mod).__name__} has no buffer {name!r} (looking up {target!r}; its "
+                                 f"buffers: {[k for k, v in mod._buffers.items() if v is not None]})")
+        return b
+
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call `fn` on every submodule (children first, as PyTorch) and then on this module; returns self.
         The usual use is custom initialisation.
@@ -470,9 +500,15 @@ class Module:
             else:
                 p.grad = Variable.from_tensor(Tensor._wrap(p.grad.xp.zeros_like(p.data)), requires_grad=False)
 
-    def requires_grad_(self, flag: bool = True) -> Module:
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set requires_grad on every parameter (False freezes the module); returns self.
+
+        >>> from rtxviz.nn import Linear
+        >>> [p.requires_grad for p in Linear(2, 2).requires_grad_(requires_grad=False).parameters()]
+        [False, False]
+        """
         for p in self.parameters():
-            p.requires_grad_(flag)
+            p.requires_grad_(requires_grad)
         return self
 
     # -- devices and dtypes -------------------------------------------------------------------------------
@@ -510,6 +546,16 @@ class Module:
 
     def float(self) -> Module:
         return self.to(dtype="float32")
+
+    def half(self) -> Module:
+        """Refused: the engine computes in float32 and float64 only (float16 arrays become float32)."""
+        raise DTypeError(f"{type(self).__name__}.half: float16 is not supported (the engine computes in float32 and "
+                         "float64 only); use .float() or .double()")
+
+    def bfloat16(self) -> Module:
+        """Refused: the engine computes in float32 and float64 only."""
+        raise DTypeError(f"{type(self).__name__}.bfloat16: bfloat16 is not supported (the engine computes in "
+                         "float32 and float64 only); use .float() or .double()")
 
     # -- state --------------------------------------------------------------------------------------------
     def _state_entries(self) -> Iterator[tuple[str, Tensor]]:

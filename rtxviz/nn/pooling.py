@@ -1,6 +1,6 @@
 """Pooling: MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d (padding, ceil_mode, count_include_pad,
-divisor_override) and AdaptiveAvgPool2d, with PyTorch's arguments and defaults (the stride defaults to the kernel
-size); each takes a batch or, as PyTorch's, one unbatched input ([C, L] or [C, H, W]).
+divisor_override), AdaptiveAvgPool1d/2d and AdaptiveMaxPool1d/2d, with PyTorch's arguments and defaults (the
+stride defaults to the kernel size); each takes a batch or, as PyTorch's, one unbatched input ([C, L] or [C, H, W]).
 
 >>> from rtxviz import Tensor
 >>> MaxPool2d(2, ceil_mode=True)(Tensor.ones([1, 1, 5, 5])).shape
@@ -17,6 +17,7 @@ from typing import Any
 
 from ..engine.ops import nn as _F
 from ..engine.ops import nn_pool as _pool
+from . import functional as _Fn
 from ._args import input_dims, ntuple
 from .module import Module
 
@@ -172,3 +173,56 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size!r}"
+
+
+class _AdaptivePool(Module):
+    """An adaptive pooling: `output_size` is kept as given (an int, or a tuple whose None entries keep the input's
+    size), checked by the functional form on the first call."""
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size!r}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    """Average pooling of [N, C, L] or [C, L] to a fixed length (window i: floor(i·L/n) .. ceil((i+1)·L/n) - 1).
+
+    >>> from rtxviz import Tensor
+    >>> AdaptiveAvgPool1d(2)(Tensor.arange(6.0).reshape(1, 1, 6)).tolist()
+    [[[1.0, 4.0]]]
+    """
+
+    def forward(self, x: Any) -> Any:
+        return _Fn.adaptive_avg_pool1d(x, self.output_size)
+
+
+class _AdaptiveMaxPool(_AdaptivePool):
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__(output_size)
+        if return_indices:
+            raise ValueError(f"{type(self).__name__}: return_indices=True is not supported (the engine has no "
+                             "max_unpool to use the indices with)")
+        self.return_indices = False
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPool):
+    """Max pooling of [N, C, L] or [C, L] to a fixed length, over PyTorch's adaptive windows."""
+
+    def forward(self, x: Any) -> Any:
+        return _Fn.adaptive_max_pool1d(x, self.output_size)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPool):
+    """Max pooling of [N, C, H, W] or [C, H, W] to a fixed size, over PyTorch's adaptive windows (rows
+    floor(i·H/oh) .. ceil((i+1)·H/oh) - 1, likewise columns).
+
+    >>> from rtxviz import Tensor
+    >>> AdaptiveMaxPool2d((2, 1))(Tensor.arange(12.0).reshape(1, 3, 4)).tolist()
+    [[[7.0], [11.0]]]
+    """
+
+    def forward(self, x: Any) -> Any:
+        return _Fn.adaptive_max_pool2d(x, self.output_size)

@@ -1,4 +1,5 @@
-"""Gradient utilities: clip_grad_norm_ and clip_grad_value_ (PyTorch's semantics).
+"""Parameter utilities (PyTorch's semantics): clip_grad_norm_ and clip_grad_value_, parameters_to_vector and
+vector_to_parameters.
 
 They work on `.grad` arrays directly and record no graph. Gradients are replaced by scaled copies rather
 than scaled in place: the engine may hand the same array to two leaves (e.g. both inputs of an add).
@@ -17,6 +18,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from ..engine.errors import ShapeError
+from ..engine.ops.shape import cat
 from ..engine.tensor import Tensor
 from ..engine.variable import Variable
 
@@ -32,8 +35,9 @@ def _set_grad(p: Variable, array: Any) -> None:
 
 
 def clip_grad_norm_(parameters: Iterable[Variable] | Variable, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False) -> Tensor:
-    """Scale all gradients together so their joint `norm_type`-norm is at most `max_norm`.
+                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+    """Scale all gradients together so their joint `norm_type`-norm is at most `max_norm` (`foreach`, PyTorch's
+    choice of kernel, is accepted and has no effect).
 
     As PyTorch: total = norm of the per-parameter norms; every gradient is multiplied by
     min(1, max_norm / (total + 1e-6)). Returns the total norm (before clipping) as a 0-d Tensor.
@@ -59,10 +63,52 @@ def clip_grad_norm_(parameters: Iterable[Variable] | Variable, max_norm: float, 
     return Tensor._wrap(xp.asarray(total, dtype=grads[0].dtype))
 
 
-def clip_grad_value_(parameters: Iterable[Variable] | Variable, clip_value: float) -> None:
-    """Clamp every gradient element into [-clip_value, clip_value]."""
+def clip_grad_value_(parameters: Iterable[Variable] | Variable, clip_value: float,
+                     foreach: bool | None = None) -> None:
+    """Clamp every gradient element into [-clip_value, clip_value] (`foreach` is accepted and has no effect)."""
     c = float(clip_value)
     for p in _with_grads(parameters):
         g = p.grad
         assert g is not None  # _with_grads keeps the parameters that have one
         _set_grad(p, g.xp.clip(g.data, -c, c))
+
+
+def parameters_to_vector(parameters: Iterable[Variable]) -> Any:
+    """Every parameter flattened and joined into one 1-D tensor, in order (an op, so gradients flow back).
+
+    >>> from rtxviz.nn import Linear
+    >>> parameters_to_vector(Linear(3, 2).parameters()).shape
+    (8,)
+    """
+    params = list(parameters)
+    if not params:
+        raise ValueError("parameters_to_vector: no parameters given")
+    return cat([p.reshape(-1) for p in params])
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Variable]) -> None:
+    """Copy consecutive slices of the 1-D `vec` into the parameters, in place and in order (the inverse of
+    parameters_to_vector); the Parameter objects stay the same, so an optimizer keeps them.
+
+    >>> from rtxviz import Tensor
+    >>> from rtxviz.nn import Linear
+    >>> lin = Linear(2, 1)
+    >>> vector_to_parameters(Tensor.from_slice([1.0, 2.0, 3.0], [3]), lin.parameters())
+    >>> lin.weight.tolist(), lin.bias.tolist()
+    ([[1.0, 2.0]], [3.0])
+    """
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"vector_to_parameters: expected a Tensor, got {type(vec).__name__}")
+    if vec.ndim != 1:
+        raise ShapeError(f"vector_to_parameters: expected a 1-D vector, got shape {tuple(vec.shape)}")
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.shape[0] != total:
+        raise ShapeError(f"vector_to_parameters: the vector has {vec.shape[0]} elements, the parameters have "
+                         f"{total} ({[tuple(p.shape) for p in params]})")
+    offset = 0
+    for p in params:
+        n = p.numel()
+        piece = vec.data[offset:offset + n].reshape(p.shape)
+        p.data[...] = Tensor._wrap(piece).to(p.device, p.dtype).data
+        offset += n

@@ -163,6 +163,32 @@ MODULE_CASES: list[dict] = [
     case("upsample_area", "Upsample", [], {"size": [2, 3], "mode": "area"}, [inp(1, 2, 5, 7)]),
     case("upsamplingbilinear2d", "UpsamplingBilinear2d", [], {"scale_factor": 2}, [inp(1, 2, 3, 3)]),
     case("upsamplingnearest2d", "UpsamplingNearest2d", [], {"size": [4, 5]}, [inp(1, 2, 2, 3)]),
+    # -- what porting PyTorch scripts reached for next: learnt slopes, bilinear forms, padding, adaptive pooling --
+    case("prelu_shared", "PReLU", [], inputs=[inp(3, 4, 5)]),
+    case("prelu_channels_init", "PReLU", [4, 0.1], inputs=[inp(2, 4, 3, 3)]),
+    case("prelu_channels_2d", "PReLU", [], {"num_parameters": 5}, [inp(3, 5)]),
+    case("bilinear", "Bilinear", [3, 4, 5], inputs=[inp(6, 3), inp(6, 4)]),
+    case("bilinear_nobias_3d", "Bilinear", [2, 3, 4], {"bias": False}, [inp(2, 3, 2), inp(2, 3, 3)]),
+    case("bilinear_unbatched", "Bilinear", [2, 3, 2], inputs=[inp(2), inp(3)]),
+    case("zeropad2d", "ZeroPad2d", [[1, 2, 0, 1]], inputs=[inp(2, 2, 3, 4)]),
+    case("zeropad1d_crop", "ZeroPad1d", [[-1, 2]], inputs=[inp(2, 3, 5)]),
+    case("constantpad1d", "ConstantPad1d", [2, 3.5], inputs=[inp(2, 3, 4)]),
+    case("constantpad2d", "ConstantPad2d", [[1, 0, 2, 1], -1.0], inputs=[inp(2, 3, 3)]),
+    case("constantpad3d", "ConstantPad3d", [1, 0.5], inputs=[inp(1, 2, 2, 2, 3)]),
+    case("reflectionpad1d", "ReflectionPad1d", [[2, 1]], inputs=[inp(2, 3, 5)]),
+    case("reflectionpad2d", "ReflectionPad2d", [1], inputs=[inp(2, 2, 4, 5)]),
+    case("reflectionpad2d_unbatched", "ReflectionPad2d", [[2, 0, 1, 3]], inputs=[inp(2, 5, 4)]),
+    case("replicationpad1d", "ReplicationPad1d", [[0, 3]], inputs=[inp(2, 4)]),
+    case("replicationpad2d", "ReplicationPad2d", [[1, 2, 3, 0]], inputs=[inp(1, 2, 3, 3)]),
+    case("replicationpad3d", "ReplicationPad3d", [1], inputs=[inp(1, 2, 2, 3, 2)]),
+    case("circularpad2d", "CircularPad2d", [[1, 2, 2, 1]], inputs=[inp(1, 2, 3, 4)]),
+    case("adaptivemaxpool2d", "AdaptiveMaxPool2d", [[3, 2]], inputs=[inp(2, 3, 7, 5)]),
+    case("adaptivemaxpool2d_divides", "AdaptiveMaxPool2d", [2], inputs=[inp(2, 2, 4, 6)]),
+    case("adaptivemaxpool2d_none_unbatched", "AdaptiveMaxPool2d", [[None, 3]], inputs=[inp(2, 4, 5)]),
+    case("adaptivemaxpool2d_upsample", "AdaptiveMaxPool2d", [[5, 4]], inputs=[inp(1, 2, 3, 3)]),
+    case("adaptivemaxpool1d", "AdaptiveMaxPool1d", [3], inputs=[inp(2, 3, 7)]),
+    case("adaptiveavgpool1d", "AdaptiveAvgPool1d", [3], inputs=[inp(2, 3, 7)]),
+    case("adaptiveavgpool1d_unbatched", "AdaptiveAvgPool1d", [4], inputs=[inp(3, 6)]),
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -249,6 +275,12 @@ FUNCTIONAL_CASES: list[dict] = [
     fcase("avg_pool2d", "avg_pool2d", [inp(1, 2, 5, 5)], [R[0], 3], {"stride": 2, "padding": 1,
                                                                    "count_include_pad": False}),
     fcase("adaptive_avg_pool2d", "adaptive_avg_pool2d", [inp(1, 2, 5, 7)], [R[0], [2, 3]]),
+    fcase("adaptive_max_pool2d", "adaptive_max_pool2d", [inp(1, 2, 5, 7)], [R[0], [2, 3]]),
+    fcase("adaptive_max_pool1d", "adaptive_max_pool1d", [inp(2, 3, 8)], [R[0], 3]),
+    fcase("adaptive_avg_pool1d", "adaptive_avg_pool1d", [inp(2, 5)], [R[0], 3]),
+    fcase("prelu", "prelu", [inp(2, 3, 4), inp(3)]),
+    fcase("prelu_0d", "prelu", [inp(), inp(1)]),
+    fcase("bilinear", "bilinear", [inp(4, 2), inp(4, 3), inp(5, 2, 3), inp(5)]),
     fcase("embedding", "embedding", [inp(2, 3, kind="int", high=4), inp(4, 2)], None, {"padding_idx": 0}),
     fcase("cosine_similarity", "cosine_similarity", [inp(3, 4), inp(3, 4)], None, {"dim": 1}),
     fcase("softmax_legacy", "softmax", [inp(3, 4)]),
@@ -343,8 +375,22 @@ def nested_containers(nn: Any, ones: Callable[[int], Any]) -> Any:
     return Net()
 
 
+def parameter_dict(nn: Any, ones: Callable[[int], Any]) -> Any:
+    """The structure case of the later modules: a ParameterDict beside PReLU, Bilinear, a padding and a pooling."""
+
+    class Gated(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gates = nn.ParameterDict({"scale": nn.Parameter(ones(3)), "shift": nn.Parameter(ones(3))})
+            self.body = nn.Sequential(nn.ReflectionPad1d(1), nn.PReLU(3), nn.AdaptiveMaxPool1d(2))
+            self.pair = nn.Bilinear(3, 3, 2)
+
+    return Gated()
+
+
 MODELS: dict[str, Callable[[Any, Callable[[int], Any]], Any]] = {"small_resnet": small_resnet,
-                                                                 "nested_containers": nested_containers}
+                                                                 "nested_containers": nested_containers,
+                                                                 "parameter_dict": parameter_dict}
 
 
 # -- the generator (PyTorch) -------------------------------------------------------------------------------------
