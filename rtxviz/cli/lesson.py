@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .registry import command
+from .registry import command, server_url
 
 if TYPE_CHECKING:  # the runner imports FastAPI: only `rtxviz lesson` itself pays for it
     from ..lessons import Lesson
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the runner imports FastAPI: only `rtxviz lesson` itself pay
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="the lesson to run (name or number); 'list' (or none) lists them")
     p.add_argument("--all", action="store_true", help="run every lesson (from NAME on, when given)")
-    p.add_argument("--url", default=os.environ.get("RTXVIZ_SERVER"),
+    p.add_argument("--url", type=server_url, default=os.environ.get("RTXVIZ_SERVER"),
                    help="the server to stream to (default $RTXVIZ_SERVER; none: start one)")
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
     p.add_argument("--port", type=int, default=0, help="port of the server it starts (default: a free one)")
@@ -156,7 +156,12 @@ def lesson(args: argparse.Namespace) -> int:
         return 2
     if args.url:  # another server: the lessons are streamed to it; its page's "next" shows the command
         for x in chosen:
-            run_lesson(x, url=args.url, token=args.token)
+            stats = run_lesson(x, url=args.url, token=args.token).stats()
+            if not stats["sent"]:  # nothing reached it: say so, rather than print a page with no run on it
+                print(f"rtxviz lesson: could not stream {x.run_name} to the server at {args.url} "
+                      f"({stats['last_error'] or 'nothing was acknowledged'}); is `rtxviz serve` running there?",
+                      file=sys.stderr)
+                return 1
             print(f"{x.run_name}: {args.url}/")
         return 0
     stop = threading.Event()

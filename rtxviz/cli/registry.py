@@ -18,8 +18,14 @@ hello you
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import secrets
+import shutil
+import stat
 import sys
-from collections.abc import Callable, Sequence
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
 
 from .._version import __version__
 
@@ -76,6 +82,98 @@ def fail(command_name: str, exc: BaseException | str, code: int = 1) -> int:
             reason = reason[len(prefix):]
     print(f"rtxviz {command_name}: {reason}", file=sys.stderr)
     return code
+
+
+def server_url(text: str) -> str:
+    """argparse type for --url: a server's address, ``http(s)://HOST[:PORT]`` (a path is kept: a server behind a
+    proxy). Anything else failed later as a traceback ('notaurl') or as an unreachable server ('ftp://...').
+
+    >>> server_url("http://127.0.0.1:8000")
+    'http://127.0.0.1:8000'
+    >>> server_url("127.0.0.1:8000")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a server's address, http://HOST:PORT (...), got '127.0.0.1:8000'
+    """
+    try:
+        parts = urllib.parse.urlsplit(text)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018  (raises ValueError for a port that is no number from 0 to 65535)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError("must be a server's address, http://HOST:PORT (e.g. http://127.0.0.1:8000, "
+                                         f"what `rtxviz serve` prints), got {text!r}")
+    return text
+
+
+def database(text: str) -> str:
+    """argparse type for --db: a SQLite file or a ``postgresql://`` URL. Another URL would be taken for a file path
+    (``mysql://x`` made a folder ``mysql:`` holding a new, empty database), and a folder cannot be opened.
+
+    >>> database("runs.db"), database("postgresql://ada@db/class")
+    ('runs.db', 'postgresql://ada@db/class')
+    >>> database("mysql://db/runs")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: takes a SQLite file or a postgresql://user@host/db URL, got 'mysql://db/runs'
+    """
+    from ..store import is_postgres_url
+
+    if "://" in text and not is_postgres_url(text):
+        raise argparse.ArgumentTypeError(f"takes a SQLite file or a postgresql://user@host/db URL, got {text!r}")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; --db takes the server's SQLite file (e.g. "
+                                         f"{os.path.join(text, 'runs.db')})")
+    return text
+
+
+def output_problem(flag: str, path: str) -> str | None:
+    """Why `path` cannot be written as the output file of option `flag` (None when it can): a folder, or a file in
+    a folder that does not exist (not made: a typo would scatter folders).
+
+    >>> output_problem("--jsonl", "."), output_problem("-o", "no/such/folder/g.svg"), output_problem("-o", "g.svg")
+    ("--jsonl '.' is a folder; give a file name in it", "-o 'no/such/folder/g.svg': no folder 'no/such/folder'", None)
+    """
+    if os.path.isdir(path):
+        return f"{flag} {path!r} is a folder; give a file name in it"
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        return f"{flag} {path!r}: no folder {folder!r}"
+    return None
+
+
+@contextlib.contextmanager
+def replacing(path: str) -> Iterator[str]:
+    """A temporary path beside `path` to write the output to; it replaces `path` when the block ends without an
+    error, and is removed when it raises: a failed write (a full disk) never leaves half a file where the previous
+    one was. A symbolic link (/dev/stdout is one) and anything other than a regular file (a pipe) are written in
+    place, through the link: replacing them would put a file where the link or the device was.
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
+    >>> with replacing(str(out)) as tmp:
+    ...     _ = pathlib.Path(tmp).write_text("new")
+    >>> out.read_text(), sorted(p.name for p in out.parent.iterdir())
+    ('new', ['a.txt'])
+    """
+    try:
+        mode = os.lstat(path).st_mode  # lstat: the link itself, not what it points to
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        yield path
+        return
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    try:
+        yield tmp
+        if mode is not None:
+            shutil.copymode(path, tmp)  # an export over an earlier one keeps its permissions
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

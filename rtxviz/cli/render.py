@@ -17,7 +17,7 @@ from typing import Any
 
 from ..engine.errors import RtxvizError
 from ..store import StoreError, default_db_path
-from .registry import command, fail
+from .registry import command, database, fail, output_problem, server_url
 
 HELP = "draw a recorded run's graph (one step) to SVG, PNG, PDF or DOT"
 
@@ -26,12 +26,15 @@ def configure_render(p: argparse.ArgumentParser) -> None:
     """Add the render command's arguments to `p`."""
     # dest is not "run": the registry stores the handler in args.run
     p.add_argument("run_ref", metavar="RUN", help="run id, unique run name, or 'latest'")
-    p.add_argument("-o", "--output", default="graph.svg", help="output file; format by extension (default graph.svg)")
+    p.add_argument("-o", "--output", default="graph.svg",
+                   help="output file; its extension picks the format: .svg, .png, .pdf or .dot (default graph.svg)")
     p.add_argument("--step", default="last", help="step to draw: a number, 'none' (events outside steps) or 'last' "
                                                   "(default: the last step that recorded nodes)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--db", default=None, help="the server's SQLite file (default $RTXVIZ_DB or ~/.rtxviz/runs.db)")
-    src.add_argument("--url", default=None, help="read from a running server instead, e.g. http://127.0.0.1:8000")
+    src.add_argument("--db", type=database, default=None,
+                     help="the server's SQLite file (default $RTXVIZ_DB or ~/.rtxviz/runs.db)")
+    src.add_argument("--url", type=server_url, default=None,
+                     help="read from a running server instead, e.g. http://127.0.0.1:8000")
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
     p.add_argument("--no-grads", action="store_true", help="leave gradient norms and marks out")
     p.add_argument("--saved", action="store_true", help="show bytes saved for backward per node")
@@ -156,6 +159,9 @@ def run_render(args: argparse.Namespace) -> int:
     """Draw the step and say where it went; 1 with the reason on stderr when it cannot."""
     from ..render import render
 
+    problem = output_problem("-o", args.output)
+    if problem:
+        return fail("render", problem)
     try:
         step = _step(args.step)
         run_id, events = load_events(args)
@@ -163,11 +169,16 @@ def run_render(args: argparse.Namespace) -> int:
             check_step(run_id, events, step)
         else:
             check_graph(run_id, events, step)
+    except (RtxvizError, StoreError, OSError) as exc:
+        return fail("render", exc)
+    try:
         path = render(events, args.output, show_grads=not args.no_grads, show_saved=args.saved,
                       show_shapes=args.shapes, show_attrs=args.attrs, group_modules=not args.no_groups,
                       max_nodes=args.max_nodes, timeout=args.timeout, step=step)
-    except (RtxvizError, StoreError, OSError) as exc:  # OSError: an output folder that does not exist, say
+    except RtxvizError as exc:
         return fail("render", exc)
+    except OSError as exc:  # render writes the whole file or leaves what was there
+        return fail("render", f"cannot write -o {args.output!r}: {exc.strerror or exc}; it was left as it was")
     print(f"rtxviz render: run {run_id} -> {path}")
     return 0
 

@@ -15,11 +15,12 @@ import ipaddress
 import os
 import socket
 import sys
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from ..store import default_db_path
 from ..store.pgurl import redact
-from .registry import command
+from .registry import command, database
 
 if TYPE_CHECKING:  # uvicorn is imported when a server starts, not for every `rtxviz` command
     import uvicorn
@@ -79,6 +80,33 @@ def worker_count(text: str) -> int:
     if not 1 <= n <= 64:
         raise argparse.ArgumentTypeError(f"must be from 1 to 64, got {n}")
     return n
+
+
+def cors_origin(text: str) -> str:
+    """argparse type for --cors-origin: an origin as a browser sends it, ``scheme://host[:port]`` (lower case, no
+    path, no trailing slash), or ``*``. The server compares the Origin header with these strings: one written
+    ``http://localhost:3000/`` never matched, and the page was refused with no word why.
+
+    >>> cors_origin("HTTP://LocalHost:3000"), cors_origin("*")
+    ('http://localhost:3000', '*')
+    >>> cors_origin("http://localhost:3000/")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: an origin is scheme://host[:port] as browsers send it, ..., got 'http://localhost:3000/'
+    """
+    if text == "*":
+        return text
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018  (raises ValueError for a port that is no number from 0 to 65535)
+        ok = bool(parts.scheme and parts.hostname) and not (parts.path or parts.query or parts.fragment
+                                                            or "@" in parts.netloc)
+    except ValueError:  # a port that is no number from 0 to 65535
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError("an origin is scheme://host[:port] as browsers send it, with no path and "
+                                         f"no trailing slash (e.g. http://localhost:3000), got {text!r}")
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -158,16 +186,17 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; anything else "
                                                        "needs --token)")
     p.add_argument("--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)")
-    p.add_argument("--db", default=None, help="where runs are kept: a SQLite file (default $RTXVIZ_DB or "
-                                              "~/.rtxviz/runs.db) or a postgresql://user@host/db URL (a class "
-                                              "server; several --workers)")
+    p.add_argument("--db", type=database, default=None,
+                   help="where runs are kept: a SQLite file (default $RTXVIZ_DB or ~/.rtxviz/runs.db) or a "
+                        "postgresql://user@host/db URL (a class server; several --workers)")
     p.add_argument("--workers", type=worker_count, default=1, metavar="N",
                    help="server processes accepting on the one port (default 1; more than 1 needs a "
                         "postgresql:// --db: a SQLite file has one writer)")
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"),
                    help="require this token on every request (default $RTXVIZ_TOKEN)")
-    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
-                   help="allow a browser page from ORIGIN to use the API (repeatable; default none)")
+    p.add_argument("--cors-origin", type=cors_origin, action="append", default=[], metavar="ORIGIN",
+                   help="allow a browser page from ORIGIN (scheme://host[:port], e.g. http://localhost:3000) to use "
+                        "the API (repeatable; default none)")
     p.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS, metavar="LEVEL",
                    help=f"uvicorn log level: {', '.join(LOG_LEVELS)} (default warning)")
     p.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",

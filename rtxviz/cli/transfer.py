@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import urllib.error
 from typing import Any
 
 from ..store import StoreError, default_db_path, open_store
-from .registry import command, fail
+from .registry import command, database, fail, output_problem, replacing, server_url
 
 
 def run_id_arg(text: str) -> str:
@@ -40,9 +41,10 @@ def _source_args(p: argparse.ArgumentParser, verb: str) -> None:
     src = p.add_mutually_exclusive_group()
     # reading is safe while a server writes the file; writing it is refused then (the server holds it: use --url)
     when = "safe while the server runs" if verb == "read" else "refused while a server holds it: use --url then"
-    src.add_argument("--db", default=None, help=f"{verb} the server's SQLite file (default $RTXVIZ_DB or "
-                                                f"~/.rtxviz/runs.db; {when})")
-    src.add_argument("--url", default=None, help=f"{verb} a running server instead, e.g. http://127.0.0.1:8000")
+    src.add_argument("--db", type=database, default=None,
+                     help=f"{verb} the server's SQLite file (default $RTXVIZ_DB or ~/.rtxviz/runs.db; {when})")
+    src.add_argument("--url", type=server_url, default=None,
+                     help=f"{verb} a running server instead, e.g. http://127.0.0.1:8000")
     p.add_argument("--token", default=os.environ.get("RTXVIZ_TOKEN"), help="server token (default $RTXVIZ_TOKEN)")
 
 
@@ -59,8 +61,15 @@ def import_(args: argparse.Namespace) -> int:
     from ..engine.errors import RtxvizError
     from ..export import import_jsonl, import_jsonl_to_db
 
+    if os.path.isdir(args.file):
+        return fail("import", f"{args.file!r} is a folder; FILE is a JSON-lines run (rtxviz export --jsonl)")
     if not os.path.isfile(args.file):
         return fail("import", f"no file {args.file!r}")
+    try:
+        if not _has_a_line(args.file):  # a run with no events is no run: most likely the wrong file
+            return fail("import", f"{args.file} holds no events (it is empty); nothing was imported")
+    except OSError as exc:
+        return fail("import", f"cannot read {args.file!r}: {exc.strerror or exc}")
     try:
         if args.url:
             run_id = import_jsonl(args.file, args.url, run_id=args.run_id, token=args.token)
@@ -72,6 +81,12 @@ def import_(args: argparse.Namespace) -> int:
         return fail("import", exc)
     print(f"rtxviz import: {args.file} -> run {run_id} ({where})")
     return 0
+
+
+def _has_a_line(path: str) -> bool:
+    """Whether the file holds a line that is not blank (read up to the first one only)."""
+    with open(path, "rb") as f:
+        return any(line.strip() for line in f)
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
@@ -110,19 +125,30 @@ def export(args: argparse.Namespace) -> int:
     from ..engine.errors import RtxvizError
     from ..export import chrome_trace, events_from_db, events_from_server, export_html, write_jsonl, write_trace
 
+    flag, out = next((f"--{k}", getattr(args, k)) for k in ("jsonl", "trace", "html") if getattr(args, k))
+    problem = output_problem(flag, out)
+    if problem:
+        return fail("export", problem)
     try:
         if args.url:
             run_id, events = events_from_server(args.url, args.run_ref, token=args.token)
         else:
             run_id, events = events_from_db(args.db or default_db_path(), args.run_ref)
-        if args.jsonl:
-            out = args.jsonl
-            write_jsonl(events, out)
-        elif args.trace:
-            out = write_trace(chrome_trace(events, process=f"rtxviz run {run_id}"), args.trace)
-        else:
-            out = export_html(events, args.html, run=_run_info(args, run_id))
     except (RtxvizError, StoreError, OSError) as exc:
         return fail("export", exc)
-    print(f"rtxviz export: run {run_id} ({len(events)} events) -> {out}")
+    try:
+        with replacing(out) as tmp:  # the previous export stays whole until this one is
+            if args.jsonl:
+                write_jsonl(events, tmp)
+            elif args.trace:
+                write_trace(chrome_trace(events, process=f"rtxviz run {run_id}"), tmp)
+            else:
+                export_html(events, tmp, run=_run_info(args, run_id))
+    except OSError as exc:
+        return fail("export", f"cannot write {flag} {out!r}: {exc.strerror or exc}; the file was left as it was")
+    except RtxvizError as exc:
+        return fail("export", exc)
+    # `--jsonl /dev/stdout | rtxviz import ...`: the summary must not become the stream's last line
+    to_stdout = os.path.realpath(out) in {os.path.realpath(p) for p in ("/dev/stdout", "/proc/self/fd/1")}
+    print(f"rtxviz export: run {run_id} ({len(events)} events) -> {out}", file=sys.stderr if to_stdout else sys.stdout)
     return 0

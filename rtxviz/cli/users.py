@@ -25,7 +25,8 @@ import sys
 import time
 
 from ..store import RunStore, StoreError, UserExists, default_db_path, hash_token, open_store
-from .registry import command, fail
+from ..store.pgurl import redact
+from .registry import command, database, fail
 
 #: What a user name may be (the store checks the same): it appears in run lists, URLs and shell scripts.
 USER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -43,7 +44,7 @@ def user_name(text: str) -> str:
 
 
 def _db_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=None, metavar="URL",
+    p.add_argument("--db", type=database, default=None, metavar="URL",
                    help="the server's database: a SQLite file or postgresql://user@host/db (default $RTXVIZ_DB "
                         "or ~/.rtxviz/runs.db)")
 
@@ -111,7 +112,8 @@ def _add(args: argparse.Namespace) -> int:
     try:
         token = add_user(db, args.name, teacher=args.teacher, create=args.create)
     except UserExists:
-        return fail("users", f"there is already a user named {args.name!r} in {db}: pick another name (a lost "
+        shown = redact(db) if db.startswith(("postgresql://", "postgres://")) else db  # never the password
+        return fail("users", f"there is already a user named {args.name!r} in {shown}: pick another name (a lost "
                              "token cannot be shown again; add the student under a new name)")
     except (StoreError, FileNotFoundError, ValueError) as exc:
         return fail("users", exc)

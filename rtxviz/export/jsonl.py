@@ -173,7 +173,19 @@ def _server_has_run(base: str, run_id: str, headers: dict[str, str], timeout: fl
             return False
         raise RtxvizError(f"import: the server answered {exc.code} to GET /api/runs/{run_id}: "
                           f"{answer_detail(exc.read())}") from None
+    except urllib.error.URLError as exc:  # the first request: nobody listens there, or no such host
+        raise RtxvizError(unreachable(base, exc)) from None
     return True
+
+
+def unreachable(base: str, exc: urllib.error.URLError) -> str:
+    """What to say when the server at `base` cannot be reached.
+
+    >>> unreachable("http://127.0.0.1:8001", urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")))
+    'import: cannot reach the server at http://127.0.0.1:8001 (Connection refused); is `rtxviz serve` running there?'
+    """
+    reason = exc.reason.strerror if isinstance(exc.reason, OSError) and exc.reason.strerror else exc.reason
+    return f"import: cannot reach the server at {base} ({reason}); is `rtxviz serve` running there?"
 
 
 def answer_detail(body: bytes) -> str:
@@ -221,6 +233,9 @@ def import_jsonl(path: str, url: str, run_id: str | None = None, token: str | No
             kept = f"; run {run_id} keeps events 0..{start - 1}" if start else ""
             raise RtxvizError(f"import: the server refused events {start}..{last} of {path}: {exc.code} "
                               f"{answer_detail(exc.read())}{kept}") from None
+        except urllib.error.URLError as exc:  # the server went away part way
+            kept = f"; run {run_id} keeps events 0..{start - 1}" if start else ""
+            raise RtxvizError(unreachable(base, exc) + kept) from None
     return run_id
 
 

@@ -44,12 +44,15 @@ class DotOptions:
 
 
 def quote(text: object) -> str:
-    """A DOT double-quoted string: backslashes and quotes escaped, newlines kept as DOT's ``\\n``.
+    """A DOT double-quoted string: backslashes and quotes escaped, newlines kept as DOT's ``\\n``, and ``&`` written
+    ``&amp;``: graphviz reads entities in labels, so a module named ``a &amp; b`` was drawn as ``a & b``.
 
     >>> quote('a"b\\\\c\\nd')
     '"a\\\\"b\\\\\\\\c\\\\nd"'
+    >>> quote("x &lt; y & z")
+    '"x &amp;lt; y &amp; z"'
     """
-    s = str(text).replace("\\", "\\\\").replace('"', '\\"')
+    s = str(text).replace("&", "&amp;").replace("\\", "\\\\").replace('"', '\\"')
     s = s.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n")
     return f'"{s}"'
 
