@@ -75,11 +75,13 @@ def next_of(lesson: Lesson) -> Lesson | None:
     return lessons[i + 1] if i + 1 < len(lessons) else None
 
 
-def run_lesson(lesson: Lesson, url: str | None = None, token: str | None = None, transport: Any = None) -> None:
-    """Stream the lesson's engine run to the server at `url` (or into `transport`), its text in run_start."""
+def run_lesson(lesson: Lesson, url: str | None = None, token: str | None = None, transport: Any = None) -> Any:
+    """Stream the lesson's engine run to the server at `url` (or into `transport`), its text in run_start; returns
+    the closed Run (its `stats()` say what reached the server)."""
     from ..events import watch
 
     with watch(url, run_name=lesson.run_name, token=token, transport=transport,
                meta={"lesson": lesson.name}) as run:
         run.hook.sink(lesson.event(next_of(lesson)))  # straight to the queue: the text whole, not cut to 200
         lesson.body()(run)
+    return run

@@ -49,3 +49,16 @@ def test_a_database_that_cannot_be_opened_is_one_line_not_a_traceback(tmp_path: 
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch) -> None:
     monkeypatch.delenv("RTXVIZ_SERVER", raising=False)
+
+
+def test_a_url_that_is_no_server_address_is_a_usage_error(capsys) -> None:
+    # found by the CLI review: `--url notaurl` exited 0 after dropping every event
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["lesson", "1", "--url", "notaurl"])
+    assert exit_.value.code == 2 and "notaurl" in capsys.readouterr().err
+
+
+def test_a_server_nobody_runs_is_an_error_naming_the_url(capsys) -> None:
+    assert cli.main(["lesson", "1", "--url", "http://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert "http://127.0.0.1:9" in err and "Traceback" not in err

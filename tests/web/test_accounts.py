@@ -332,6 +332,10 @@ def test_users_add_errors_are_clear(request, tmp_path, new_db, capsys):
     capsys.readouterr()
     assert main(["users", "add", "ada", "--db", db]) == 1
     assert "already a user named 'ada'" in capsys.readouterr().err
+    if backend(request) == "postgres":  # found by a docs walk: this message printed the URL, password and all
+        assert main(["users", "add", "ada", "--db", db.replace("rtxviz@", "rtxviz:pw@")]) == 1
+        err = capsys.readouterr().err
+        assert "already a user named 'ada'" in err and ":pw@" not in err
     with pytest.raises(SystemExit) as exit_:
         main(["users", "add", "ada lovelace", "--db", db])
     assert exit_.value.code == 2 and "1-64 letters" in capsys.readouterr().err
