@@ -90,25 +90,14 @@ def _start_server(port: int, runner: LessonRunner, db: str | None = None) -> tup
 
 def export_lessons(lessons: list, out: Path) -> list[Path]:
     """One offline HTML file per lesson (its run recorded in memory, its text beside the graph), and an index."""
+    from ..events import MemoryTransport
     from ..export.html import export_html
     from ..lessons import run_lesson
-
-    class Keep:
-        def __init__(self) -> None:
-            self.events: list[dict] = []
-
-        def send(self, run: object, lines: list, dropped: int) -> None:
-            import json
-
-            self.events.extend(json.loads(line) for line in lines)
-
-        def close(self) -> None:
-            pass
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for lesson in lessons:
-        keep = Keep()
+        keep = MemoryTransport()
         run_lesson(lesson, transport=keep)
         events = [dict(e, seq=i) for i, e in enumerate(keep.events, 1)]
         path = out / f"{lesson.number:02d}-{lesson.name}.html"

@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 from ..schema import SCHEMA_VERSION, EventError, validate_event
-from .emitter import HttpTransport, Run, current_run, step, watch
+from .emitter import HttpTransport, MemoryTransport, Run, current_run, step, watch
 from .hook import EventHook
 from .report import optimizer_step, report_gradcheck, report_optimizer_step
 
 __all__ = [
-    "SCHEMA_VERSION", "EventError", "EventHook", "HttpTransport", "Run", "current_run", "optimizer_step",
-    "report_gradcheck", "report_optimizer_step", "step", "validate_event", "watch",
+    "SCHEMA_VERSION", "EventError", "EventHook", "HttpTransport", "MemoryTransport", "Run", "current_run",
+    "optimizer_step", "report_gradcheck", "report_optimizer_step", "step", "validate_event", "watch",
 ]

@@ -194,6 +194,28 @@ class HttpTransport:
             self._conn = None
 
 
+class MemoryTransport:
+    """A Transport that keeps every event it is sent, decoded, in `events`: a run recorded in memory (the lessons'
+    offline export, tests). Nothing assigns `seq`, which a server adds as it stores.
+
+    >>> keep = MemoryTransport()
+    >>> with watch(transport=keep, run_name="kept", close_timeout=1.0) as run:
+    ...     pass
+    >>> [e["kind"] for e in keep.events]
+    ['run_start', 'run_end']
+    """
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def send(self, run: Run, lines: list[bytes], dropped: int) -> int | None:
+        self.events.extend(json.loads(line) for line in lines)
+        return None
+
+    def close(self) -> None:
+        pass
+
+
 class _Step:
     """The marker `run.step(i)` returns: begins step i now; `with` also ends it on exit."""
 

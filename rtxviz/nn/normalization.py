@@ -28,7 +28,31 @@ from ._args import input_dims, positive_int
 from .module import Module, Parameter
 
 
-class _BatchNorm(Module):
+class _RunningStats(Module):
+    """What BatchNorm and InstanceNorm share: the running statistics' buffers under PyTorch's names (registered as
+    None when not tracked, so the state dict's keys are PyTorch's either way), and their reset."""
+
+    num_features: int
+    track_running_stats: bool
+
+    def _register_running_stats(self, device: Any, dtype: Any) -> None:
+        c = [self.num_features]
+        if self.track_running_stats:
+            self.register_buffer("running_mean", Tensor.zeros(c, device=device, dtype=dtype))
+            self.register_buffer("running_var", Tensor.ones(c, device=device, dtype=dtype))
+            self.register_buffer("num_batches_tracked", Tensor.zeros([], device=device, dtype=_dtypes.int64))
+        else:
+            for buffer in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(buffer, None)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean.data[...] = 0
+            self.running_var.data[...] = 1
+            self.num_batches_tracked.data[...] = 0
+
+
+class _BatchNorm(_RunningStats):
     """What BatchNorm1d and BatchNorm2d share; a subclass says which input ranks it takes."""
 
     _dims: tuple[int, ...] = ()
@@ -52,19 +76,7 @@ class _BatchNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
-        if self.track_running_stats:
-            self.register_buffer("running_mean", Tensor.zeros(c, device=device, dtype=dtype))
-            self.register_buffer("running_var", Tensor.ones(c, device=device, dtype=dtype))
-            self.register_buffer("num_batches_tracked", Tensor.zeros([], device=device, dtype=_dtypes.int64))
-        else:
-            for buffer in ("running_mean", "running_var", "num_batches_tracked"):
-                self.register_buffer(buffer, None)
-
-    def reset_running_stats(self) -> None:
-        if self.track_running_stats:
-            self.running_mean.data[...] = 0
-            self.running_var.data[...] = 1
-            self.num_batches_tracked.data[...] = 0
+        self._register_running_stats(device, dtype)
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
@@ -116,7 +128,7 @@ class BatchNorm2d(_BatchNorm):
     _layout = "[N, C, H, W]"
 
 
-class _InstanceNorm(Module):
+class _InstanceNorm(_RunningStats):
     """What InstanceNorm1d/2d/3d share: PyTorch's defaults (no affine parameters, no running statistics), its
     parameter and buffer names (num_batches_tracked is kept, and stays 0, as PyTorch's), and the unbatched input
     [C, *space], normalised as a batch of one (unsqueeze, the op, squeeze)."""
@@ -144,19 +156,7 @@ class _InstanceNorm(Module):
             self.bias = Parameter(Tensor.zeros(c, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
-        if self.track_running_stats:
-            self.register_buffer("running_mean", Tensor.zeros(c, device=device, dtype=dtype))
-            self.register_buffer("running_var", Tensor.ones(c, device=device, dtype=dtype))
-            self.register_buffer("num_batches_tracked", Tensor.zeros([], device=device, dtype=_dtypes.int64))
-        else:
-            for buffer in ("running_mean", "running_var", "num_batches_tracked"):
-                self.register_buffer(buffer, None)
-
-    def reset_running_stats(self) -> None:
-        if self.track_running_stats:
-            self.running_mean.data[...] = 0
-            self.running_var.data[...] = 1
-            self.num_batches_tracked.data[...] = 0
+        self._register_running_stats(device, dtype)
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()

@@ -45,7 +45,26 @@ def check_schedulers(name: str, schedulers: Sequence[Any], optimizer: Optimizer 
     return optimizer
 
 
-class ChainedScheduler(LRScheduler):
+class SchedulerOfSchedulers(LRScheduler):
+    """What ChainedScheduler and SequentialLR share: a state dict holding each inner scheduler's own (as PyTorch's
+    `_schedulers` entry), loaded back into them in order."""
+
+    _schedulers: list
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, st in zip(self._schedulers, saved, strict=True):
+            s.load_state_dict(st)
+
+
+class ChainedScheduler(SchedulerOfSchedulers):
     """`step()` steps every scheduler of `schedulers` in order; `optimizer` defaults to the first one's.
     `state_dict()` holds the inner schedulers' states under "_schedulers"."""
 
@@ -66,15 +85,3 @@ class ChainedScheduler(LRScheduler):
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        saved = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, st in zip(self._schedulers, saved, strict=True):
-            s.load_state_dict(st)

@@ -21,12 +21,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
-from .chained import check_schedulers
+from .chained import SchedulerOfSchedulers, check_schedulers
 from .optimizer import Optimizer
 from .scheduler_base import LRScheduler, check_optimizer
 
 
-class SequentialLR(LRScheduler):
+class SequentialLR(SchedulerOfSchedulers):
     """`schedulers[i]` runs from `milestones[i-1]` to `milestones[i]`; all must drive `optimizer`."""
 
     def __init__(self, optimizer: Optimizer, schedulers: list[LRScheduler], milestones: list[int],
@@ -71,15 +71,3 @@ class SequentialLR(LRScheduler):
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        saved = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, st in zip(self._schedulers, saved, strict=True):
-            s.load_state_dict(st)

@@ -3,27 +3,14 @@ is that graph, with a.grad = 2 (d/da of sum(a + a), by hand)."""
 
 from __future__ import annotations
 
-import json
 import re
 
+from rtxviz.events import MemoryTransport
 from rtxviz.lessons import find, l03_fan_out, run_lesson
 
 
-class Keep:
-    """A transport that keeps the events it is sent."""
-
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-
-    def send(self, run: object, lines: list, dropped: int) -> None:
-        self.events.extend(json.loads(line) for line in lines)
-
-    def close(self) -> None:
-        pass
-
-
 def test_the_run_is_a_plus_a_summed():
-    keep = Keep()
+    keep = MemoryTransport()
     run_lesson(find("fan-out"), transport=keep)
     ev = keep.events
     (leaf,) = [e for e in ev if e["kind"] == "leaf"]
