@@ -362,6 +362,8 @@ def apply(op: Any, inputs: tuple, attrs: dict = _NO_ATTRS) -> Any:
     if not is_var:
         result = _tensor_new(Tensor)
         result.data = out
+        result._node = None
+        result.requires_grad = False
         node = None  # type: ignore[assignment]  # no graph: hooks see node None
     else:
         result = _var_new(_Variable)

@@ -46,25 +46,40 @@ def _shape(shape: ShapeLike | Iterable[int], where: str) -> tuple[int, ...]:
     return out
 
 
+def _no_variable_yet(t: Tensor) -> None:  # pragma: no cover - variable.py replaces it at import
+    raise GraphError("requires_grad_: rtxviz.engine.variable is not loaded")
+
+
+#: Turns a plain Tensor into a leaf Variable in place (set by variable.py, which builds on this module)
+_BECOME_LEAF: Any = _no_variable_yet
+
+
 class Tensor:
     """An n-dimensional array on a device. float32 by default; float64; int64 for indices.
 
     A Tensor records no graph. Wrap it in `Variable.from_tensor` to differentiate through it.
     """
 
-    __slots__ = ("data",)
+    # A Variable's slots live here too, so that the two classes have one layout and `requires_grad_()` can turn a
+    # Tensor into a leaf Variable in place, as PyTorch's does; a plain Tensor sets `_node` and `requires_grad`
+    # only (they are read for every input of every op), the others stay unset until it becomes a Variable.
+    __slots__ = ("data", "_node", "requires_grad", "_grad", "name", "_retains_grad", "_hooks", "__weakref__")
     _is_var = False
-    requires_grad = False
-    _node = None
+    _node: Any
+    requires_grad: bool
 
     def __init__(self, data: Any, dtype: Any = None, device: Device | str | None = None) -> None:
         self.data = _to_array(data, dtype, device, "Tensor")
+        self._node = None
+        self.requires_grad = False
 
     # -- construction -------------------------------------------------------------------------------
     @staticmethod
     def _wrap(array: Any) -> Tensor:
         t = object.__new__(Tensor)
         t.data = array
+        t._node = None
+        t.requires_grad = False
         return t
 
     @staticmethod
@@ -197,17 +212,24 @@ class Tensor:
         return Tensor._wrap(self.data)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """`requires_grad_(False)` is this tensor (it records nothing already); `requires_grad_(True)` raises,
-        saying what to write. A plain Tensor cannot become a Variable in place (the two classes' layouts differ), and
-        handing back a new Variable would leave PyTorch's ``x.requires_grad_()``, whose result is dropped, a silent
-        no-op whose backward then fails far from here."""
+        """With True, this tensor becomes a leaf Variable in place (the same object, its data shared), as PyTorch's
+        ``x.requires_grad_()``: ``x = rtxviz.zeros(3); x.requires_grad_()`` and then ``x.grad`` after a backward.
+        With False, it is this tensor as it is (a plain Tensor records nothing already).
+
+        >>> import rtxviz
+        >>> x = rtxviz.tensor([1.0, 2.0])
+        >>> x.requires_grad_() is x, type(x).__name__
+        (True, 'Variable')
+        >>> (x * x).sum().backward(); x.grad.tolist()
+        [2.0, 4.0]
+        """
         if not requires_grad:
             return self
-        raise GraphError(
-            f"requires_grad_: x (a {self.dtype} tensor of shape {tuple(self.shape)}) is a plain Tensor, which rtxviz "
-            "keeps outside the graph, and it cannot turn into a Variable in place; write "
-            "`x = rtxviz.Variable.from_tensor(x)` (a leaf sharing x's data), or create it with requires_grad=True "
-            "(`rtxviz.randn(3, requires_grad=True)`, `rtxviz.tensor(data, requires_grad=True)`)")
+        if self.data.dtype.kind != "f":
+            raise DTypeError(f"requires_grad_: only floating-point tensors can require grad, got dtype "
+                             f"{self.data.dtype} (shape {tuple(self.shape)})")
+        _BECOME_LEAF(self)
+        return self
 
     # Reading values into Python is reported to tracing hooks (`value_read`): a tracer such as the graph cache
     # must know when control flow or Python values may depend on data. Printing (`_values_repr`) is not.

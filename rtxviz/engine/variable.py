@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import hooks as _hooks
+from . import tensor as _tensor_module
 from .backward import RetainGrad, run_backward
 from .device import Device
 from .dtypes import is_float
@@ -41,7 +42,7 @@ class Variable(Tensor):
     `grad` is None until a backward pass reaches this leaf; backward passes accumulate into it.
     """
 
-    __slots__ = ("_node", "requires_grad", "_grad", "name", "_retains_grad", "_hooks", "__weakref__")
+    __slots__ = ()  # Tensor holds every slot: one layout, so a Tensor can become a Variable in place
     _is_var = True
     _node: Any
     requires_grad: bool
@@ -191,6 +192,22 @@ class Variable(Tensor):
         def to(x: Variable, device: Device | str | None = None, dtype: Any = None) -> Any:
             """Move or cast a Variable, differentiably: gradients flow back to the original device and dtype."""
     # -- end of op methods --
+
+
+def _become_leaf(t: Tensor) -> None:
+    """Turn the plain Tensor `t` into a leaf Variable that requires grad, in place (`Tensor.requires_grad_`): the
+    classes share one layout, so only the class and the Variable fields change; its data stays where it is."""
+    t.__class__ = Variable
+    v: Variable = t  # type: ignore[assignment]  # it is one now
+    v._node = None
+    v._grad = None
+    v.name = None
+    v._retains_grad = False
+    v._hooks = None
+    v.requires_grad = True
+
+
+_tensor_module._BECOME_LEAF = _become_leaf
 
 
 class _HookHandle:

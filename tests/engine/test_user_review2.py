@@ -380,17 +380,33 @@ def test_the_function_forms_are_the_op_functions_and_star_importable() -> None:
 
 
 # -- requires_grad_, detach and grad on a plain Tensor ---------------------------------------------------------------
-def test_requires_grad_on_a_plain_tensor_says_what_to_write() -> None:
-    """A Tensor cannot become a Variable in place (their layouts differ), and a returned Variable would make the
-    PyTorch idiom ``x.requires_grad_()`` (its result unused) a silent no-op: so it raises, naming the fix."""
+def test_requires_grad_turns_a_plain_tensor_into_a_leaf_in_place_as_pytorch() -> None:
+    """PyTorch's ``x.requires_grad_()``, its result unused: the same object becomes a leaf that requires grad (the
+    port of four tutorial scripts found it the most common habit left), over the same buffer."""
     x = rtxviz.randn(3)
-    with pytest.raises(rtxviz.GraphError, match=r"requires_grad_: .*plain Tensor.*Variable\.from_tensor\(x\).*"
-                                                r"requires_grad=True"):
-        x.requires_grad_()
+    buffer = x.data
     assert x.requires_grad_(False) is x and not x.requires_grad  # asking for no gradient is already true
-    v = Variable.from_tensor(x)  # what the message says to write: a leaf over the same data
-    (v * v).sum().backward()
-    assert v.grad.tolist() == pytest.approx((2 * x.numpy()).tolist())
+    x.requires_grad_()
+    assert isinstance(x, Variable) and x.requires_grad and x.is_leaf and x.grad is None and x.data is buffer
+    (x * x).sum().backward()
+    assert x.grad.tolist() == pytest.approx((2 * x.numpy()).tolist())  # d/dx Σx² = 2x
+    y = rtxviz.zeros(2).requires_grad_()  # the chained spelling
+    (y * 3.0).sum().backward()
+    assert y.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(DTypeError, match=r"requires_grad_: only floating-point tensors can require grad, got dtype "
+                                         r"int64 \(shape \(2,\)\)"):
+        rtxviz.tensor([1, 2]).requires_grad_()
+
+
+def test_a_tensor_made_a_leaf_after_use_as_a_constant_leaves_the_old_graph_alone() -> None:
+    c = rtxviz.tensor([2.0, 3.0])
+    w = Variable.from_tensor(rtxviz.tensor([1.0, 1.0]), name="w")
+    old = (w * c).sum()  # c recorded as a constant
+    c.requires_grad_()
+    old.backward()
+    assert w.grad.tolist() == [2.0, 3.0] and c.grad is None  # the constant got no gradient from the old graph
+    (w * c).sum().backward()
+    assert c.grad.tolist() == [1.0, 1.0]
 
 
 def test_detach_and_grad_on_a_plain_tensor() -> None:
