@@ -136,9 +136,7 @@ def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
         if rounding_mode == "trunc":
             return trunc_divide(a, b)
         raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-    if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(MulScalar, (floating(a),), {"value": 1.0 / b})  # true division: an int64 tensor's is float
-    return binary(Div, a, b)
+    return true_divide(a, b)
 
 
 @tensor_method("true_divide", "__truediv__")
@@ -146,7 +144,7 @@ def true_divide(a: Any, b: Any) -> Any:
     """a / b with broadcasting (Python's /, torch.true_divide): `div` without its rounding_mode, whose keyword the
     in-place ``/=`` does not take (Python's operators need the two signatures to agree)."""
     if _is_scalar(b) and isinstance(a, Tensor):
-        return apply(MulScalar, (floating(a),), {"value": 1.0 / b})
+        return apply(MulScalar, (floating(a),), {"value": 1.0 / b})  # true division: an int64 tensor's is float
     return binary(Div, a, b)
 
 
