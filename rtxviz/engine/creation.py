@@ -143,6 +143,16 @@ def randint(*args: Any, size: Any = None, low: int | None = None, high: int | No
     pos = list(args)
     if size is None and pos and not isinstance(pos[-1], int | np.integer):
         size = pos.pop()  # the size is the last positional argument, a sequence
+    low, high = _low_high("randint", "(high, size) or (low, high, size)", len(args), pos, low, high)
+    if size is None:
+        raise TypeError("randint: give the size, a tuple of ints (torch.randint(high, size))")
+    return _draw_ints("randint", low, high, _sizes((size,)), int64 if dtype is None else dtype, device,
+                      requires_grad)
+
+
+def _low_high(where: str, forms: str, given: int, pos: list, low: Any, high: Any) -> tuple[Any, Any]:
+    """torch's (high) and (low, high) positional forms of randint and randint_like, beside their keywords: the
+    bounds [low, high), low 0 unless given. `given` counts the positional arguments the caller took."""
     if len(pos) == 2:
         low, high = pos
     elif len(pos) == 1:
@@ -151,13 +161,10 @@ def randint(*args: Any, size: Any = None, low: int | None = None, high: int | No
         else:
             low = pos[0]
     elif pos:
-        raise TypeError(f"randint: expected (high, size) or (low, high, size), got {len(args)} positional arguments")
-    if size is None:
-        raise TypeError("randint: give the size, a tuple of ints (torch.randint(high, size))")
+        raise TypeError(f"{where}: expected {forms}, got {given} positional arguments")
     if high is None:
-        raise TypeError("randint: give high (torch.randint(high, size))")
-    return _draw_ints("randint", 0 if low is None else low, high, _sizes((size,)), int64 if dtype is None else dtype,
-                      device, requires_grad)
+        raise TypeError(f"{where}: give high (torch.{where}({forms.split(' or ')[0][1:-1]}))")
+    return 0 if low is None else low, high
 
 
 def _draw_ints(where: str, low: Any, high: Any, shape: tuple[int, ...], dtype: Any, device: DeviceLike,
@@ -224,20 +231,9 @@ def randint_like(x: Tensor, *args: Any, low: int | None = None, high: int | None
                  device: DeviceLike = None, requires_grad: bool = False) -> Tensor:
     """Integers from [low, high) in a tensor of x's shape, dtype and device (torch.randint_like(x, high) or
     (x, low, high))."""
-    if len(args) == 2:
-        low, high = args
-    elif len(args) == 1:
-        if high is None:
-            high = args[0]
-        else:
-            low = args[0]
-    elif args:
-        raise TypeError(f"randint_like: expected (x, high) or (x, low, high), got {len(args) + 1} positional arguments")
-    if high is None:
-        raise TypeError("randint_like: give high (torch.randint_like(x, high))")
-    return _draw_ints("randint_like", 0 if low is None else low, high, x.shape,
-                      dtype if dtype is not None else x.dtype, device if device is not None else x.device,
-                      requires_grad)
+    low, high = _low_high("randint_like", "(x, high) or (x, low, high)", len(args) + 1, list(args), low, high)
+    return _draw_ints("randint_like", low, high, x.shape, dtype if dtype is not None else x.dtype,
+                      device if device is not None else x.device, requires_grad)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: DeviceLike = None) -> Tensor:
