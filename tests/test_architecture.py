@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rtxviz"
 ALLOWED: dict[str, set[str]] = {
     "rtxviz._version": set(),
     "rtxviz.accel": set(),
+    "rtxviz.files": set(),  # output files written whole (standard library only)
     "rtxviz.schema": set(),
     "rtxviz.summary": {"rtxviz.accel"},
     "rtxviz.engine": {"rtxviz.accel"},  # the optional compiled kernels (the LSTM layer's steps), which import nothing
@@ -27,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "rtxviz.conformance": {"rtxviz.engine"},
     "rtxviz.debug": {"rtxviz.engine", "rtxviz.summary"},
     "rtxviz.events": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz._version", "rtxviz.accel"},
-    "rtxviz.render": {"rtxviz.engine", "rtxviz.summary"},
+    "rtxviz.render": {"rtxviz.engine", "rtxviz.summary", "rtxviz.files"},
     "rtxviz.store": {"rtxviz.schema"},
     "rtxviz.export": {"rtxviz.engine", "rtxviz.schema", "rtxviz.summary", "rtxviz.store", "rtxviz.render"},
     # PyTorch models watched: the event stream's Run, the summaries, drawings and exports (never the engine's hook),
@@ -41,7 +42,7 @@ ALLOWED: dict[str, set[str]] = {
                        "rtxviz.export"},
     "rtxviz.cli": {"rtxviz", "rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.events",
                    "rtxviz.render", "rtxviz.store", "rtxviz.export", "rtxviz.web", "rtxviz.schema",
-                   "rtxviz.summary", "rtxviz.conformance", "rtxviz._version", "rtxviz.lessons"},
+                   "rtxviz.summary", "rtxviz.conformance", "rtxviz._version", "rtxviz.lessons", "rtxviz.files"},
     # the package root re-exports the user-facing parts (the event stream lazily, on first use)
     "rtxviz": {"rtxviz.engine", "rtxviz.nn", "rtxviz.optim", "rtxviz.data", "rtxviz.debug", "rtxviz.render",
                "rtxviz.events", "rtxviz.notebook", "rtxviz._version"},

@@ -15,8 +15,9 @@ import sys
 import urllib.error
 from typing import Any
 
+from ..files import replacing
 from ..store import StoreError, default_db_path, open_store
-from .registry import command, database, fail, output_problem, replacing, server_url
+from .registry import command, database, fail, output_problem, server_url
 
 
 def run_id_arg(text: str) -> str:

@@ -23,17 +23,14 @@ still too big (a long chain with no modules) keeps its first and last ops around
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
-import shutil
-import stat
 import types
 from collections.abc import Iterable
 from typing import Any
 
 from ..engine.errors import RtxvizError
 from ..engine.variable import Variable
+from ..files import replacing
 from ..summary import EXPLODING, VANISHING, GradStat
 from .display import svg_or_none
 from .dot import DotOptions, quote, to_dot
@@ -110,41 +107,10 @@ def render(output: Any, path: str = "graph.svg", show_grads: bool = True, show_s
     model = graph_model(output, grads, step)
     data = render_model(model, fmt, show_grads=show_grads, show_saved=show_saved, show_attrs=show_attrs,
                         group_modules=group_modules, max_nodes=max_nodes, timeout=timeout, **dot_options)
-    _write_whole(str(path), data)
+    with replacing(str(path)) as target:  # a failed write never leaves half a drawing where one was
+        with open(target, "wb") as f:
+            f.write(data)
     return str(path)
-
-
-def _write_whole(path: str, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file beside it that then replaces it: a write that fails (a full
-    disk) leaves the previous drawing whole, never half of a new one. A symbolic link (/dev/stdout is one) and
-    anything other than a regular file (a pipe) are written in place, through the link: replacing them would put a
-    file where the link or the device was.
-
-    >>> import tempfile, pathlib
-    >>> out = pathlib.Path(tempfile.mkdtemp()) / "g.dot"
-    >>> _write_whole(str(out), b"digraph {}")
-    >>> out.read_bytes(), [p.name for p in out.parent.iterdir()]
-    (b'digraph {}', ['g.dot'])
-    """
-    try:
-        mode = os.lstat(path).st_mode  # lstat: the link itself, not what it points to
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        with open(path, "wb") as f:
-            f.write(data)
-        return
-    folder, name = os.path.split(path)
-    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "xb") as f:  # made as open() makes any file (the umask applies), never over another
-            f.write(data)
-        if mode is not None:
-            shutil.copymode(path, tmp)  # a drawing over an earlier one keeps its permissions
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
 
 
 class _CallableModule(types.ModuleType):
